@@ -1,0 +1,75 @@
+#include "autograd.hpp"
+
+#include <string>
+
+namespace tri {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+thread_local std::vector<Node> t_tape;
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
+            std::function<void(const float*)> backward) {
+  out.impl()->requires_grad = true;
+  out.impl()->is_leaf = false;
+  Node n{op, out, std::move(saved), {}, std::move(backward)};
+  n.saved_version.reserve(n.saved.size());
+  for (const Tensor& t : n.saved) n.saved_version.push_back(t.version());
+  t_tape.push_back(std::move(n));
+}
+
+void backward(const Tensor& loss) {
+  if (!loss.defined()) throw Error("backward: the loss tensor is undefined");
+  if (loss.numel() != 1)
+    throw Error("backward: the loss must be a single value, got shape " + loss.shape().str() +
+                " (reduce it with sum() or mean() first)");
+  if (!loss.requires_grad())
+    throw Error(
+        "backward: the loss does not depend on any tensor that requires grad (were the "
+        "parameters registered with requires_grad, and was the forward run outside NoGradGuard?)");
+  Tensor l = loss;
+  l.grad_data()[0] += 1.0f;
+  NoGradGuard no_grad;  // backward closures must not record
+  std::vector<Node> tape;
+  tape.swap(t_tape);
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    Node& n = *it;
+    if (!n.out.impl()->grad) continue;  // nothing flowed into this op's output
+    for (size_t i = 0; i < n.saved.size(); ++i) {
+      if (n.saved[i].version() != n.saved_version[i])
+        throw Error(std::string("backward: a tensor saved by '") + n.op +
+                    "' was modified in place after it was used (version " +
+                    std::to_string(n.saved_version[i]) + " -> " +
+                    std::to_string(n.saved[i].version()) +
+                    "); clone it before modifying, or modify it before the op");
+    }
+    n.backward(n.out.grad_data());
+    // Intermediate gradients are not needed once consumed: free them early.
+    n.out.impl()->grad.reset();
+    n.saved.clear();
+    n.backward = nullptr;
+  }
+}
+
+float* grad_of(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  return t.grad_data();
+}
+
+void clear_tape() { t_tape.clear(); }
+size_t tape_size() { return t_tape.size(); }
+
+}  // namespace tri

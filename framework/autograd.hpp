@@ -1,0 +1,58 @@
+// Tape-based reverse-mode autograd.
+// The tape is a vector of recorded ops in execution order (DyNet's computation graph).
+// Each node holds its output, the tensors its backward reads (with their versions at record
+// time) and the backward closure. backward() walks the tape in reverse; backward closures only
+// add into gradients. Ops whose inputs need no gradient are never recorded.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace tri {
+
+struct Node {
+  const char* op;                     // the op's name, for error messages
+  Tensor out;                         // its output (the gradient flows in here)
+  std::vector<Tensor> saved;          // tensors backward reads
+  std::vector<uint64_t> saved_version;
+  std::function<void(const float*)> backward;  // given d out, adds into the inputs' grads
+};
+
+// True when gradients are being recorded (no NoGradGuard is active on this thread).
+bool grad_enabled();
+
+// Scoped guard: ops run under it are not recorded.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when grad mode is on and any input requires a gradient.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+
+// Records an op producing `out`. Marks `out` as requiring grad. `saved` are the tensors the
+// backward closure reads: backward fails, naming `op`, if any was modified in place since.
+// The closure receives d loss / d out (contiguous, out's shape) and only adds into grads.
+void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
+            std::function<void(const float*)> backward);
+
+// d loss / d t, allocated zeroed on first use; nullptr when t needs no gradient. Backward
+// closures call this for each input and skip the work when it returns nullptr.
+float* grad_of(const Tensor& t);
+
+// Runs the tape backwards from a scalar loss (seeded with d loss = 1), then clears the tape.
+// Gradients of leaves accumulate across calls until zero_grad().
+void backward(const Tensor& loss);
+
+// Drops all recorded ops without running them (e.g. after an evaluation forward).
+void clear_tape();
+size_t tape_size();
+
+}  // namespace tri

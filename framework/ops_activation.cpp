@@ -1,0 +1,89 @@
+// Element-wise unary ops. Each is one line of forward and one of derivative, written next to
+// each other; the derivative reads the input x or the output y, whichever is cheaper.
+#include <cmath>
+
+#include "autograd.hpp"
+#include "ops.hpp"
+
+namespace tri {
+
+namespace {
+constexpr int64_t kParallelMin = 1 << 15;
+
+// y = F::f(x); dy/dx = F::df(x, y).
+template <class F>
+Tensor unary(const char* name, const Tensor& x, F fn) {
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* py = out.data();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) py[i] = fn.f(px[i]);
+  if (!needs_grad({x})) return out;
+  record(name, out, {x, out}, [x, out, fn, n](const float* g) {
+    const float *px = x.data(), *py = out.data();
+    float* gx = grad_of(x);
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * fn.df(px[i], py[i]);
+  });
+  return out;
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+struct Gelu {  // x * Phi(x)
+  float f(float x) const { return 0.5f * x * (1.f + std::erf(x * kInvSqrt2)); }
+  float df(float x, float) const {
+    return 0.5f * (1.f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+  }
+};
+struct Silu {  // x * sigmoid(x)
+  float f(float x) const { return x / (1.f + std::exp(-x)); }
+  float df(float x, float) const {
+    float s = 1.f / (1.f + std::exp(-x));
+    return s * (1.f + x * (1.f - s));
+  }
+};
+struct Elu {
+  float alpha;
+  float f(float x) const { return x > 0.f ? x : alpha * std::expm1(x); }
+  float df(float x, float y) const { return x > 0.f ? 1.f : y + alpha; }
+};
+struct Softplus {  // PyTorch's threshold 20: linear above it, exact below
+  float f(float x) const { return x > 20.f ? x : std::log1p(std::exp(x)); }
+  float df(float x, float) const { return x > 20.f ? 1.f : 1.f / (1.f + std::exp(-x)); }
+};
+struct Exp {
+  float f(float x) const { return std::exp(x); }
+  float df(float, float y) const { return y; }
+};
+struct Log {
+  float f(float x) const { return std::log(x); }
+  float df(float x, float) const { return 1.f / x; }
+};
+struct Sigmoid {
+  float f(float x) const { return 1.f / (1.f + std::exp(-x)); }
+  float df(float, float y) const { return y * (1.f - y); }
+};
+struct Relu {
+  float f(float x) const { return x > 0.f ? x : 0.f; }
+  float df(float x, float) const { return x > 0.f ? 1.f : 0.f; }
+};
+struct Tanh {
+  float f(float x) const { return std::tanh(x); }
+  float df(float, float y) const { return 1.f - y * y; }
+};
+}  // namespace
+
+Tensor gelu(const Tensor& x) { return unary("gelu", x, Gelu{}); }
+Tensor silu(const Tensor& x) { return unary("silu", x, Silu{}); }
+Tensor elu(const Tensor& x, float alpha) { return unary("elu", x, Elu{alpha}); }
+Tensor softplus(const Tensor& x) { return unary("softplus", x, Softplus{}); }
+Tensor exp(const Tensor& x) { return unary("exp", x, Exp{}); }
+Tensor log(const Tensor& x) { return unary("log", x, Log{}); }
+Tensor sigmoid(const Tensor& x) { return unary("sigmoid", x, Sigmoid{}); }
+Tensor relu(const Tensor& x) { return unary("relu", x, Relu{}); }
+Tensor tanh(const Tensor& x) { return unary("tanh", x, Tanh{}); }
+
+}  // namespace tri

@@ -1,0 +1,142 @@
+// matmul and linear: GEMM on the selected backend (runtime.hpp), backward as two more GEMMs.
+#include <omp.h>
+
+#include "autograd.hpp"
+#include "ops.hpp"
+#include "runtime.hpp"
+
+namespace tri {
+
+namespace {
+struct MatmulDims {
+  int64_t batch, m, n, k;
+  bool b_shared;  // b is 2-D and reused for every batch of a
+};
+
+MatmulDims matmul_dims(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  auto fail = [&](const std::string& why) {
+    return Error("matmul: shapes " + a.shape().str() + (ta ? "^T" : "") + " and " +
+                 b.shape().str() + (tb ? "^T" : "") + " " + why);
+  };
+  if (a.dim() < 2 || b.dim() < 2) throw fail("need at least 2 dims each");
+  MatmulDims d{};
+  d.m = ta ? a.size(-1) : a.size(-2);
+  int64_t ka = ta ? a.size(-2) : a.size(-1);
+  int64_t kb = tb ? b.size(-1) : b.size(-2);
+  d.n = tb ? b.size(-2) : b.size(-1);
+  if (ka != kb)
+    throw fail("do not match (inner dims " + std::to_string(ka) + " vs " + std::to_string(kb) + ")");
+  d.k = ka;
+  d.batch = a.numel() / (a.size(-1) * a.size(-2));
+  d.b_shared = b.dim() == 2;
+  if (!d.b_shared) {
+    if (b.dim() != a.dim()) throw fail("have different batch dims");
+    for (int i = 0; i < a.dim() - 2; ++i)
+      if (a.size(i) != b.size(i)) throw fail("have different batch dims");
+  }
+  return d;
+}
+
+// Runs fn(i) for each batch item: in parallel with single-threaded GEMMs when the items are
+// small, so per-call overhead does not dominate; otherwise one threaded GEMM after another.
+template <class F>
+void for_each_batch(int64_t batch, int64_t flops_per_item, F fn) {
+  bool split = batch >= 2 && flops_per_item < (int64_t(1) << 22);
+  if (split) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i) fn(i);
+  } else {
+    for (int64_t i = 0; i < batch; ++i) fn(i);
+  }
+}
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  MatmulDims d = matmul_dims(a, b, ta, tb);
+  Shape os = a.shape();
+  os[-2] = d.m;
+  os[-1] = d.n;
+  Tensor out = Tensor::empty(os);
+  const int64_t lda = a.size(-1), ldb = b.size(-1);
+  const int64_t sa = d.m * d.k, sb = d.b_shared ? 0 : d.k * d.n, sc = d.m * d.n;
+  // With a shared b and no transpose on a, the batch folds into one tall GEMM.
+  const bool fold = d.b_shared && !ta;
+  if (fold) {
+    sgemm(false, tb, d.batch * d.m, d.n, d.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, out.data(), d.n);
+  } else {
+    for_each_batch(d.batch, d.m * d.n * d.k, [&](int64_t i) {
+      sgemm(ta, tb, d.m, d.n, d.k, 1.f, a.data() + i * sa, lda, b.data() + i * sb, ldb, 0.f,
+            out.data() + i * sc, d.n);
+    });
+  }
+  if (!needs_grad({a, b})) return out;
+  record("matmul", out, {a, b}, [a, b, d, ta, tb, fold, lda, ldb, sa, sb, sc](const float* g) {
+    if (float* ga = grad_of(a)) {
+      // dA = dC op(B)^T, or stored transposed when ta: dA^T = op(B) dC^T.
+      if (fold) {
+        sgemm(false, !tb, d.batch * d.m, d.k, d.n, 1.f, g, d.n, b.data(), ldb, 1.f, ga, lda);
+      } else {
+        for_each_batch(d.batch, d.m * d.n * d.k, [&](int64_t i) {
+          if (!ta)
+            sgemm(false, !tb, d.m, d.k, d.n, 1.f, g + i * sc, d.n, b.data() + i * sb, ldb, 1.f,
+                  ga + i * sa, lda);
+          else
+            sgemm(tb, true, d.k, d.m, d.n, 1.f, b.data() + i * sb, ldb, g + i * sc, d.n, 1.f,
+                  ga + i * sa, lda);
+        });
+      }
+    }
+    if (float* gb = grad_of(b)) {
+      // dB = op(A)^T dC, or stored transposed when tb: dB^T = dC^T op(A).
+      auto one = [&](int64_t m, const float* ai, const float* gi, float* gbi) {
+        if (!tb)
+          sgemm(!ta, false, d.k, d.n, m, 1.f, ai, lda, gi, d.n, 1.f, gbi, ldb);
+        else
+          sgemm(true, ta, d.n, d.k, m, 1.f, gi, d.n, ai, lda, 1.f, gbi, ldb);
+      };
+      if (fold) {
+        one(d.batch * d.m, a.data(), g, gb);
+      } else if (d.b_shared) {
+        for (int64_t i = 0; i < d.batch; ++i) one(d.m, a.data() + i * sa, g + i * sc, gb);
+      } else {
+        for_each_batch(d.batch, d.m * d.n * d.k,
+                       [&](int64_t i) { one(d.m, a.data() + i * sa, g + i * sc, gb + i * sb); });
+      }
+    }
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+    throw Error("linear: input " + x.shape().str() + " does not match weight " + w.shape().str() +
+                " (weight is [out, in], input's last dim must equal in)");
+  const int64_t in = w.size(1), outf = w.size(0), rows = x.numel() / in;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != outf))
+    throw Error("linear: bias " + bias.shape().str() + " does not match weight " + w.shape().str());
+  Shape os = x.shape();
+  os[-1] = outf;
+  Tensor out = Tensor::empty(os);
+  float* o = out.data();
+  float beta = 0.f;
+  if (bias.defined()) {
+    const float* bb = bias.data();
+#pragma omp parallel for schedule(static) if (rows * outf > 65536)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < outf; ++j) o[r * outf + j] = bb[j];
+    beta = 1.f;
+  }
+  sgemm(false, true, rows, outf, in, 1.f, x.data(), in, w.data(), in, beta, o, outf);
+  if (!needs_grad({x, w, bias})) return out;
+  record("linear", out, {x, w}, [x, w, bias, rows, in, outf](const float* g) {
+    if (float* gx = grad_of(x)) sgemm(false, false, rows, in, outf, 1.f, g, outf, w.data(), in, 1.f, gx, in);
+    if (float* gw = grad_of(w)) sgemm(true, false, outf, in, rows, 1.f, g, outf, x.data(), in, 1.f, gw, in);
+    if (float* gb = grad_of(bias)) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < outf; ++j) gb[j] += g[r * outf + j];
+    }
+  });
+  return out;
+}
+
+}  // namespace tri

@@ -1,0 +1,291 @@
+// Row-wise neural-network ops over the last axis (D): layer_norm, rms_norm, softmax,
+// log_softmax; plus embedding, dropout and the causal depthwise conv1d.
+// Rows are independent, so forward and backward parallelise over rows.
+#include <cmath>
+#include <cstring>
+
+#include "autograd.hpp"
+#include "ops.hpp"
+#include "rng.hpp"
+
+namespace tri {
+
+namespace {
+constexpr int64_t kParallelMin = 1 << 14;
+
+void check_affine(const char* op, const Tensor& x, const Tensor& p, const char* what) {
+  if (p.defined() && (p.dim() != 1 || p.size(0) != x.size(-1)))
+    throw Error(std::string(op) + ": " + what + " " + p.shape().str() + " does not match input " +
+                x.shape().str() + " (expected [" + std::to_string(x.size(-1)) + "])");
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if (x.dim() < 1) throw Error("layer_norm: input must have at least 1 dim");
+  check_affine("layer_norm", x, weight, "weight");
+  check_affine("layer_norm", x, bias, "bias");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  Tensor stats = Tensor::empty(Shape{rows, 2});  // mean, 1/std: all backward needs besides x
+  const float *px = x.data(), *w = weight.defined() ? weight.data() : nullptr,
+              *b = bias.defined() ? bias.data() : nullptr;
+  float *po = out.data(), *st = stats.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < D; ++j) m += xr[j];
+    m /= double(D);
+    for (int64_t j = 0; j < D; ++j) v += (xr[j] - m) * (xr[j] - m);
+    const float mean = float(m), rstd = float(1.0 / std::sqrt(v / double(D) + eps));
+    st[2 * r] = mean;
+    st[2 * r + 1] = rstd;
+    for (int64_t j = 0; j < D; ++j) {
+      float n = (xr[j] - mean) * rstd;
+      po[r * D + j] = n * (w ? w[j] : 1.f) + (b ? b[j] : 0.f);
+    }
+  }
+  if (!needs_grad({x, weight, bias})) return out;
+  record("layer_norm", out, {x}, [x, weight, bias, stats, D, rows](const float* g) {
+    const float *px = x.data(), *st = stats.data(), *w = weight.defined() ? weight.data() : nullptr;
+    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    if (gx) {
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = px + r * D, *gr = g + r * D;
+        const float mean = st[2 * r], rstd = st[2 * r + 1];
+        // dx = rstd * (dn - mean(dn) - n * mean(dn * n)), dn = g * w
+        double s1 = 0, s2 = 0;
+        for (int64_t j = 0; j < D; ++j) {
+          float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
+          s1 += dn;
+          s2 += dn * n;
+        }
+        const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
+        for (int64_t j = 0; j < D; ++j) {
+          float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
+          gx[r * D + j] += rstd * (dn - m1 - n * m2);
+        }
+      }
+    }
+    for (int64_t r = 0; r < rows && (gw || gb); ++r)
+      for (int64_t j = 0; j < D; ++j) {
+        const float n = (px[r * D + j] - st[2 * r]) * st[2 * r + 1];
+        if (gw) gw[j] += g[r * D + j] * n;
+        if (gb) gb[j] += g[r * D + j];
+      }
+  });
+  return out;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  if (x.dim() < 1) throw Error("rms_norm: input must have at least 1 dim");
+  check_affine("rms_norm", x, weight, "weight");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  Tensor rstd_t = Tensor::empty(Shape{rows});
+  const float *px = x.data(), *w = weight.defined() ? weight.data() : nullptr;
+  float *po = out.data(), *rs = rstd_t.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    double ss = 0;
+    for (int64_t j = 0; j < D; ++j) ss += double(xr[j]) * xr[j];
+    const float rstd = float(1.0 / std::sqrt(ss / double(D) + eps));
+    rs[r] = rstd;
+    for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
+  }
+  if (!needs_grad({x, weight})) return out;
+  record("rms_norm", out, {x}, [x, weight, rstd_t, D, rows](const float* g) {
+    const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
+    float *gx = grad_of(x), *gw = grad_of(weight);
+    if (gx) {
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = px + r * D, *gr = g + r * D, rstd = rs[r];
+        // dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w
+        double s = 0;
+        for (int64_t j = 0; j < D; ++j) s += double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd;
+        const float m = float(s / double(D));
+        for (int64_t j = 0; j < D; ++j)
+          gx[r * D + j] += rstd * (gr[j] * (w ? w[j] : 1.f) - xr[j] * rstd * m);
+      }
+    }
+    if (gw)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < D; ++j) gw[j] += g[r * D + j] * px[r * D + j] * rs[r];
+  });
+  return out;
+}
+
+Tensor softmax(const Tensor& x) {
+  if (x.dim() < 1) throw Error("softmax: input must have at least 1 dim");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    float* yr = po + r * D;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < D; ++j) mx = std::max(mx, xr[j]);
+    double s = 0;
+    for (int64_t j = 0; j < D; ++j) s += (yr[j] = std::exp(xr[j] - mx));
+    const float inv = float(1.0 / s);
+    for (int64_t j = 0; j < D; ++j) yr[j] *= inv;
+  }
+  if (!needs_grad({x})) return out;
+  record("softmax", out, {out}, [x, out, D, rows](const float* g) {
+    const float* py = out.data();
+    float* gx = grad_of(x);
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {  // dx = y * (g - sum(g * y))
+      const float *yr = py + r * D, *gr = g + r * D;
+      double dot = 0;
+      for (int64_t j = 0; j < D; ++j) dot += double(gr[j]) * yr[j];
+      for (int64_t j = 0; j < D; ++j) gx[r * D + j] += yr[j] * (gr[j] - float(dot));
+    }
+  });
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x) {
+  if (x.dim() < 1) throw Error("log_softmax: input must have at least 1 dim");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < D; ++j) mx = std::max(mx, xr[j]);
+    double s = 0;
+    for (int64_t j = 0; j < D; ++j) s += std::exp(double(xr[j] - mx));
+    const float lse = mx + float(std::log(s));
+    for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] - lse;
+  }
+  if (!needs_grad({x})) return out;
+  record("log_softmax", out, {out}, [x, out, D, rows](const float* g) {
+    const float* py = out.data();
+    float* gx = grad_of(x);
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {  // dx = g - softmax * sum(g)
+      const float *yr = py + r * D, *gr = g + r * D;
+      double s = 0;
+      for (int64_t j = 0; j < D; ++j) s += gr[j];
+      for (int64_t j = 0; j < D; ++j) gx[r * D + j] += gr[j] - std::exp(yr[j]) * float(s);
+    }
+  });
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const IntTensor& ids) {
+  if (weight.dim() != 2) throw Error("embedding: weight must be [V, D], got " + weight.shape().str());
+  const int64_t V = weight.size(0), D = weight.size(1), n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (ids.v[i] < 0 || ids.v[i] >= V)
+      throw Error("embedding: token id " + std::to_string(ids.v[i]) + " out of range [0, " +
+                  std::to_string(V) + ")");
+  std::vector<int64_t> os = ids.shape.vec();
+  os.push_back(D);
+  Tensor out = Tensor::empty(Shape(os));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out.data() + i * D, weight.data() + int64_t(ids.v[i]) * D, sizeof(float) * size_t(D));
+  if (!needs_grad({weight})) return out;
+  record("embedding", out, {}, [weight, ids, D, n](const float* g) {
+    float* gw = grad_of(weight);
+    for (int64_t i = 0; i < n; ++i) {  // scatter-add: repeated ids accumulate
+      float* row = gw + int64_t(ids.v[i]) * D;
+      for (int64_t j = 0; j < D; ++j) row[j] += g[i * D + j];
+    }
+  });
+  return out;
+}
+
+Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t counter) {
+  if (!(p >= 0.f && p < 1.f))
+    throw Error("dropout: probability " + std::to_string(p) + " out of range (allowed: 0 <= p < 1)");
+  if (!training || p == 0.f) return x;
+  const int64_t n = x.numel();
+  const float scale = 1.f / (1.f - p);
+  // The mask is a pure function of (seed, counter, i): reproducible and thread-count independent.
+  Tensor mask = Tensor::empty(x.shape());
+  float* pm = mask.data();
+  const uint64_t stream = seed_mix(seed, counter);
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) pm[i] = uniform_at(stream, uint64_t(i)) < p ? 0.f : scale;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] * pm[i];
+  if (!needs_grad({x})) return out;
+  record("dropout", out, {}, [x, mask, n](const float* g) {
+    const float* pm = mask.data();
+    float* gx = grad_of(x);
+    for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * pm[i];
+  });
+  return out;
+}
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dim() != 3) throw Error("causal_conv1d: input must be [B, T, C], got " + x.shape().str());
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  if (weight.dim() != 3 || weight.size(0) != C || weight.size(1) != 1)
+    throw Error("causal_conv1d: weight " + weight.shape().str() + " does not match input " +
+                x.shape().str() + " (expected [" + std::to_string(C) + ", 1, K])");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != C))
+    throw Error("causal_conv1d: bias " + bias.shape().str() + " must be [" + std::to_string(C) + "]");
+  const int64_t K = weight.size(2);
+  Tensor out = Tensor::empty(x.shape());
+  const float *px = x.data(), *w = weight.data(), *b = bias.defined() ? bias.data() : nullptr;
+  float* po = out.data();
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t t = 0; t < T; ++t) {
+      float* yr = po + (bi * T + t) * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] = b ? b[c] : 0.f;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t ts = t - K + 1 + k;
+        if (ts < 0) continue;
+        const float* xr = px + (bi * T + ts) * C;
+        for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + k] * xr[c];
+      }
+    }
+  if (!needs_grad({x, weight, bias})) return out;
+  record("causal_conv1d", out, {x, weight}, [x, weight, bias, B, T, C, K](const float* g) {
+    const float *px = x.data(), *w = weight.data();
+    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    if (gx) {
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t ts = 0; ts < T; ++ts) {  // x[ts] feeds y[ts + K-1-k] through w[k]
+          float* gxr = gx + (bi * T + ts) * C;
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t t = ts + K - 1 - k;
+            if (t >= T) continue;
+            const float* gr = g + (bi * T + t) * C;
+            for (int64_t c = 0; c < C; ++c) gxr[c] += w[c * K + k] * gr[c];
+          }
+        }
+    }
+    for (int64_t bi = 0; bi < B && (gw || gb); ++bi)
+      for (int64_t t = 0; t < T; ++t) {
+        const float* gr = g + (bi * T + t) * C;
+        if (gb)
+          for (int64_t c = 0; c < C; ++c) gb[c] += gr[c];
+        if (gw)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t ts = t - K + 1 + k;
+            if (ts < 0) continue;
+            const float* xr = px + (bi * T + ts) * C;
+            for (int64_t c = 0; c < C; ++c) gw[c * K + k] += gr[c] * xr[c];
+          }
+      }
+  });
+  return out;
+}
+
+}  // namespace tri

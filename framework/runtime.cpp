@@ -1,0 +1,203 @@
+#include "runtime.hpp"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tensor.hpp"
+
+extern "C" {
+char* openblas_get_corename(void);
+char* openblas_get_config(void);
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
+}
+
+#ifndef TRILEMMA_VERSION
+#define TRILEMMA_VERSION "0.0.0"
+#endif
+
+namespace tri {
+
+namespace {
+GemmBackend g_backend = GemmBackend::dnnl;
+int g_threads = 0;
+
+// OpenBLAS names its pre-AVX kernels after old cores; on a modern CPU they mean it fell back.
+bool is_generic_core(const std::string& core) {
+  static const std::set<std::string> generic = {
+      "prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine",
+      "northwood", "banias", "athlon", "opteron", "opteron_sse3", "barcelona", "bobcat",
+      "generic", "unknown"};
+  std::string c;
+  for (char ch : core) c += char(std::tolower(static_cast<unsigned char>(ch)));
+  return generic.count(c) > 0;
+}
+
+std::string isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse4.1";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    default: return "other (" + std::to_string(int(isa)) + ")";
+  }
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string cpu_vector_features() {
+  std::string out;
+  auto add = [&](const char* name, bool has) {
+    if (has) out += std::string(out.empty() ? "" : " ") + name;
+  };
+  __builtin_cpu_init();
+  add("sse4.2", __builtin_cpu_supports("sse4.2"));
+  add("avx", __builtin_cpu_supports("avx"));
+  add("avx2", __builtin_cpu_supports("avx2"));
+  add("fma", __builtin_cpu_supports("fma"));
+  add("avx512f", __builtin_cpu_supports("avx512f"));
+  add("avx512bw", __builtin_cpu_supports("avx512bw"));
+  add("avx512vl", __builtin_cpu_supports("avx512vl"));
+  add("avx512bf16", __builtin_cpu_supports("avx512bf16"));
+#ifdef __AVX512F__
+  out += " (built for avx512f)";
+#elif defined(__AVX2__)
+  out += " (built for avx2)";
+#endif
+  return out;
+}
+}  // namespace
+
+int physical_cores() {
+  std::set<std::pair<std::string, std::string>> cores;
+  for (unsigned cpu = 0; cpu < 4096; ++cpu) {
+    std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    if (!pkg || !core) break;
+    std::string p, c;
+    pkg >> p;
+    core >> c;
+    cores.insert({p, c});
+  }
+  if (!cores.empty()) return int(cores.size());
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? int(n) : 1;
+}
+
+void set_threads(int n) {
+  if (n <= 0) n = physical_cores();
+  g_threads = n;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int num_threads() {
+  if (g_threads == 0) set_threads(0);
+  return g_threads;
+}
+
+void set_gemm_backend(const std::string& name) {
+  if (name == "auto" || name == "dnnl") {
+    g_backend = GemmBackend::dnnl;
+  } else if (name == "openblas") {
+    g_backend = GemmBackend::openblas;
+    std::string w = runtime_warning();
+    if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  } else {
+    throw Error("--gemm: unknown backend '" + name + "' (allowed: auto, dnnl, openblas)");
+  }
+}
+
+GemmBackend gemm_backend() { return g_backend; }
+
+void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (be == GemmBackend::dnnl) {
+    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
+                                  lda, b, ldb, beta, c, ldc);
+    if (st != dnnl_success)
+      throw Error("sgemm: oneDNN failed with status " + std::to_string(int(st)) + " for m=" +
+                  std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  } else {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a, int(lda),
+                b, int(ldb), beta, c, int(ldc));
+  }
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc) {
+  sgemm_on(g_backend, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+RuntimeInfo runtime_info() {
+  RuntimeInfo r;
+  r.version = TRILEMMA_VERSION;
+  r.gemm_backend = g_backend == GemmBackend::dnnl ? "dnnl" : "openblas";
+  r.openblas_version = openblas_get_config();
+  r.openblas_core = openblas_get_corename();
+  r.openblas_core_generic = is_generic_core(r.openblas_core);
+  r.openblas_threads = openblas_get_num_threads();
+  const dnnl_version_t* v = dnnl_version();
+  r.dnnl_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                   std::to_string(v->patch);
+  r.dnnl_isa = isa_name(dnnl_get_effective_cpu_isa());
+  r.threads = num_threads();
+  r.physical_cores = physical_cores();
+  unsigned hc = std::thread::hardware_concurrency();
+  r.logical_cpus = hc ? int(hc) : 1;
+  r.cpu_model = cpu_model_name();
+  r.cpu_features = cpu_vector_features();
+  return r;
+}
+
+std::string runtime_warning() {
+  RuntimeInfo r = runtime_info();
+  if (!r.openblas_core_generic) return "";
+  std::string w = "OpenBLAS runs its generic '" + r.openblas_core +
+                  "' kernel on this CPU (about 5x slower GEMM)";
+  if (r.gemm_backend == "openblas")
+    return w + "; use --gemm dnnl, or set OPENBLAS_CORETYPE (e.g. Haswell or SkylakeX)";
+  return w + "; GEMM uses oneDNN instead";
+}
+
+std::string runtime_banner() {
+  RuntimeInfo r = runtime_info();
+  std::ostringstream s;
+  s << "trilemma " << r.version << "\n"
+    << "gemm backend: " << r.gemm_backend << "\n"
+    << "openblas: " << r.openblas_version << " kernel=" << r.openblas_core
+    << (r.openblas_core_generic ? " (GENERIC, slow)" : "") << " threads=" << r.openblas_threads
+    << "\n"
+    << "onednn: " << r.dnnl_version << " isa=" << r.dnnl_isa << "\n"
+    << "threads: " << r.threads << " (physical cores " << r.physical_cores << ", logical cpus "
+    << r.logical_cpus << ")\n"
+    << "cpu: " << r.cpu_model << "\n"
+    << "cpu features: " << r.cpu_features << "\n";
+  std::string w = runtime_warning();
+  if (!w.empty()) s << "WARNING: " << w << "\n";
+  return s.str();
+}
+
+}  // namespace tri

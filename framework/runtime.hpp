@@ -1,0 +1,54 @@
+// The machine the framework runs on: GEMM backend, BLAS kernel, threads.
+// One call, set_threads(n), governs OpenMP (and so oneDNN, which runs on it) and OpenBLAS's
+// own pool together, so they never oversubscribe the cores.
+#pragma once
+#include <string>
+
+namespace tri {
+
+enum class GemmBackend { dnnl, openblas };
+
+struct RuntimeInfo {
+  std::string version;            // trilemma's
+  std::string gemm_backend;       // "dnnl" or "openblas"
+  std::string openblas_version;   // openblas_get_config()
+  std::string openblas_core;      // openblas_get_corename(), e.g. "Haswell"
+  bool openblas_core_generic;     // a pre-AVX kernel (Prescott, Core2, ...): ~5x slower GEMM
+  int openblas_threads;
+  std::string dnnl_version;       // "2.6.3"
+  std::string dnnl_isa;           // the ISA oneDNN dispatches to
+  int threads;                    // OpenMP threads
+  int physical_cores;
+  int logical_cpus;
+  std::string cpu_model;
+  std::string cpu_features;       // the vector ISA flags this build and CPU have
+};
+
+// Row-major C = alpha * op(A) op(B) + beta * C on the selected backend.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc);
+// The same call on a named backend (benchmarks and tests compare them).
+void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc);
+
+// Chooses the backend: "auto" (oneDNN: the faster on every size measured on this CPU, and
+// immune to OpenBLAS's kernel detection), "dnnl" or "openblas". Choosing OpenBLAS while it
+// runs a generic kernel prints a warning to stderr: it never runs slow silently.
+void set_gemm_backend(const std::string& name);
+GemmBackend gemm_backend();
+
+// Sets the thread count for OpenMP, oneDNN and OpenBLAS together; n <= 0 means the number
+// of physical cores.
+void set_threads(int n);
+int num_threads();
+int physical_cores();
+
+RuntimeInfo runtime_info();
+// Multi-line "key: value" description printed at start-up by every command.
+std::string runtime_banner();
+// A warning when GEMM would run on a slow kernel, else empty.
+std::string runtime_warning();
+
+}  // namespace tri
