@@ -1,0 +1,324 @@
+#include "h5.hpp"
+
+#include <hdf5.h>
+
+#include <algorithm>
+
+namespace tri {
+
+namespace {
+// Silences HDF5's own error stack printing for this scope: we report errors ourselves.
+struct QuietH5 {
+  H5E_auto2_t func;
+  void* data;
+  QuietH5() {
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+};
+
+struct Handle {  // closes any HDF5 id with the matching function
+  hid_t id;
+  herr_t (*close)(hid_t);
+  ~Handle() {
+    if (id >= 0) close(id);
+  }
+};
+}  // namespace
+
+void H5File::fail(const std::string& what, const std::string& path) const {
+  throw Error("hdf5: " + what + " '" + path + "' in " + filename_);
+}
+
+H5File::H5File(const std::string& filename, Mode mode) : filename_(filename) {
+  QuietH5 q;
+  if (mode == Mode::read) {
+    file_ = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file_ < 0) throw Error("hdf5: cannot open " + filename + " (missing, unreadable or not HDF5)");
+  } else {
+    file_ = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file_ < 0) throw Error("hdf5: cannot create " + filename + " (is the folder writable?)");
+  }
+}
+
+H5File::~H5File() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+void H5File::flush() {
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) fail("flush failed for", "/");
+}
+
+bool H5File::exists(const std::string& path) const {
+  QuietH5 q;
+  if (path == "/") return true;
+  // Check each prefix: H5Lexists fails on a path whose parent is missing.
+  size_t pos = 1;
+  while (true) {
+    size_t next = path.find('/', pos);
+    std::string prefix = path.substr(0, next);
+    if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (next == std::string::npos) return true;
+    pos = next + 1;
+  }
+}
+
+std::vector<std::string> H5File::list(const std::string& group) const {
+  QuietH5 q;
+  Handle g{H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose};
+  if (g.id < 0) fail("no group", group);
+  std::vector<std::string> names;
+  H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+             [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
+               static_cast<std::vector<std::string>*>(op)->push_back(name);
+               return 0;
+             },
+             &names);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int64_t H5File::make_parents(const std::string& path) {
+  QuietH5 q;
+  size_t pos = 1;
+  while (true) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) break;
+    std::string prefix = path.substr(0, next);
+    if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      hid_t g = H5Gcreate2(file_, prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      if (g < 0) fail("cannot create group", prefix);
+      H5Gclose(g);
+    }
+    pos = next + 1;
+  }
+  return 0;
+}
+
+namespace {
+void write_raw(hid_t file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims,
+               const void* data, const H5File& f, bool& ok) {
+  Handle space{dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+               H5Sclose};
+  Handle ds{H5Dcreate2(file, path.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose};
+  ok = ds.id >= 0 && H5Dwrite(ds.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+}
+
+std::vector<hsize_t> dims_of(const Shape& s) {
+  std::vector<hsize_t> d;
+  for (int i = 0; i < s.nd; ++i) d.push_back(hsize_t(s.d[i]));
+  return d;
+}
+}  // namespace
+
+void H5File::write(const std::string& path, const Tensor& t) {
+  make_parents(path);
+  QuietH5 q;
+  bool ok;
+  write_raw(file_, path, H5T_NATIVE_FLOAT, dims_of(t.shape()), t.data(), *this, ok);
+  if (!ok) fail("cannot write dataset", path);
+}
+
+void H5File::write_ints(const std::string& path, const Shape& shape, const std::vector<int32_t>& v) {
+  if (int64_t(v.size()) != shape.numel()) fail("value count does not match shape for", path);
+  make_parents(path);
+  QuietH5 q;
+  bool ok;
+  write_raw(file_, path, H5T_NATIVE_INT32, dims_of(shape), v.data(), *this, ok);
+  if (!ok) fail("cannot write dataset", path);
+}
+
+void H5File::write_u64(const std::string& path, const std::vector<uint64_t>& v) {
+  make_parents(path);
+  QuietH5 q;
+  bool ok;
+  write_raw(file_, path, H5T_NATIVE_UINT64, {hsize_t(v.size())}, v.data(), *this, ok);
+  if (!ok) fail("cannot write dataset", path);
+}
+
+Shape H5File::shape_of(const std::string& path) const {
+  QuietH5 q;
+  Handle ds{H5Dopen2(file_, path.c_str(), H5P_DEFAULT), H5Dclose};
+  if (ds.id < 0) fail("missing dataset", path);
+  Handle space{H5Dget_space(ds.id), H5Sclose};
+  int nd = H5Sget_simple_extent_ndims(space.id);
+  if (nd < 0 || nd > kMaxDims) fail("unsupported rank for", path);
+  hsize_t dims[kMaxDims];
+  H5Sget_simple_extent_dims(space.id, dims, nullptr);
+  std::vector<int64_t> d(dims, dims + nd);
+  return Shape(d);
+}
+
+namespace {
+// Reads a whole dataset after checking its class (float or integer) and element count.
+void read_raw(hid_t file, const std::string& path, H5T_class_t want, hid_t mem_type, void* out,
+              int64_t count, const H5File& f, std::string& err) {
+  Handle ds{H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose};
+  if (ds.id < 0) { err = "missing dataset"; return; }
+  Handle type{H5Dget_type(ds.id), H5Tclose};
+  if (H5Tget_class(type.id) != want) { err = "wrong dtype for dataset"; return; }
+  Handle space{H5Dget_space(ds.id), H5Sclose};
+  if (H5Sget_simple_extent_npoints(space.id) != count) { err = "wrong size for dataset"; return; }
+  if (H5Dread(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) err = "cannot read dataset";
+}
+}  // namespace
+
+Tensor H5File::read(const std::string& path) const {
+  Shape s = shape_of(path);
+  Tensor t = Tensor::empty(s);
+  QuietH5 q;
+  std::string err;
+  read_raw(file_, path, H5T_FLOAT, H5T_NATIVE_FLOAT, t.data(), s.numel(), *this, err);
+  if (!err.empty()) fail(err, path);
+  return t;
+}
+
+std::vector<int32_t> H5File::read_ints(const std::string& path, Shape* shape) const {
+  Shape s = shape_of(path);
+  if (shape) *shape = s;
+  std::vector<int32_t> v(size_t(s.numel()));
+  QuietH5 q;
+  std::string err;
+  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_INT32, v.data(), s.numel(), *this, err);
+  if (!err.empty()) fail(err, path);
+  return v;
+}
+
+std::vector<uint64_t> H5File::read_u64(const std::string& path) const {
+  Shape s = shape_of(path);
+  std::vector<uint64_t> v(size_t(s.numel()));
+  QuietH5 q;
+  std::string err;
+  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_UINT64, v.data(), s.numel(), *this, err);
+  if (!err.empty()) fail(err, path);
+  return v;
+}
+
+namespace {
+hid_t open_obj(hid_t file, const std::string& obj) { return H5Oopen(file, obj.c_str(), H5P_DEFAULT); }
+
+void put_attr(hid_t file, const std::string& obj, const std::string& name, hid_t type,
+              const void* v, bool& ok) {
+  Handle o{open_obj(file, obj), H5Oclose};
+  if (o.id < 0) { ok = false; return; }
+  if (H5Aexists(o.id, name.c_str()) > 0) H5Adelete(o.id, name.c_str());
+  Handle space{H5Screate(H5S_SCALAR), H5Sclose};
+  Handle a{H5Acreate2(o.id, name.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose};
+  ok = a.id >= 0 && H5Awrite(a.id, type, v) >= 0;
+}
+}  // namespace
+
+void H5File::set_attr(const std::string& obj, const std::string& name, const std::string& v) {
+  if (obj != "/" && !exists(obj)) {
+    make_parents(obj + "/x");
+  }
+  QuietH5 q;
+  Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
+  H5Tset_size(type.id, std::max<size_t>(v.size(), 1));
+  H5Tset_strpad(type.id, H5T_STR_NULLPAD);
+  bool ok;
+  put_attr(file_, obj, name, type.id, v.data(), ok);
+  if (!ok) fail("cannot write attribute " + name + " on", obj);
+}
+
+void H5File::set_attr(const std::string& obj, const std::string& name, int64_t v) {
+  if (obj != "/" && !exists(obj)) make_parents(obj + "/x");
+  QuietH5 q;
+  bool ok;
+  put_attr(file_, obj, name, H5T_NATIVE_INT64, &v, ok);
+  if (!ok) fail("cannot write attribute " + name + " on", obj);
+}
+
+void H5File::set_attr(const std::string& obj, const std::string& name, double v) {
+  if (obj != "/" && !exists(obj)) make_parents(obj + "/x");
+  QuietH5 q;
+  bool ok;
+  put_attr(file_, obj, name, H5T_NATIVE_DOUBLE, &v, ok);
+  if (!ok) fail("cannot write attribute " + name + " on", obj);
+}
+
+bool H5File::has_attr(const std::string& obj, const std::string& name) const {
+  QuietH5 q;
+  if (!exists(obj)) return false;
+  Handle o{open_obj(file_, obj), H5Oclose};
+  return o.id >= 0 && H5Aexists(o.id, name.c_str()) > 0;
+}
+
+std::vector<std::string> H5File::attr_names(const std::string& obj) const {
+  QuietH5 q;
+  Handle o{open_obj(file_, obj), H5Oclose};
+  if (o.id < 0) fail("no object", obj);
+  std::vector<std::string> names;
+  H5Aiterate2(o.id, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+              [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
+                static_cast<std::vector<std::string>*>(op)->push_back(name);
+                return 0;
+              },
+              &names);
+  return names;
+}
+
+namespace {
+// Opens attribute name on obj and checks its class; returns an invalid handle on mismatch.
+hid_t open_attr(hid_t file, const std::string& obj, const std::string& name, H5T_class_t want,
+                std::string& err) {
+  Handle o{open_obj(file, obj), H5Oclose};
+  if (o.id < 0) { err = "no object"; return -1; }
+  hid_t a = H5Aopen(o.id, name.c_str(), H5P_DEFAULT);
+  if (a < 0) { err = "missing attribute " + name + " on"; return -1; }
+  Handle type{H5Aget_type(a), H5Tclose};
+  if (H5Tget_class(type.id) != want) {
+    H5Aclose(a);
+    err = "wrong type for attribute " + name + " on";
+    return -1;
+  }
+  return a;
+}
+}  // namespace
+
+std::string H5File::attr_string(const std::string& obj, const std::string& name) const {
+  QuietH5 q;
+  std::string err;
+  Handle a{open_attr(file_, obj, name, H5T_STRING, err), H5Aclose};
+  if (a.id < 0) fail(err, obj);
+  Handle type{H5Aget_type(a.id), H5Tclose};
+  if (H5Tis_variable_str(type.id) > 0) {  // h5py writes variable-length strings
+    char* s = nullptr;
+    Handle mem{H5Tcopy(H5T_C_S1), H5Tclose};
+    H5Tset_size(mem.id, H5T_VARIABLE);
+    if (H5Aread(a.id, mem.id, &s) < 0 || !s) fail("cannot read attribute " + name + " on", obj);
+    std::string out(s);
+    H5free_memory(s);
+    return out;
+  }
+  size_t n = H5Tget_size(type.id);
+  std::string out(n, '\0');
+  if (H5Aread(a.id, type.id, out.data()) < 0) fail("cannot read attribute " + name + " on", obj);
+  out.erase(std::find(out.begin(), out.end(), '\0'), out.end());
+  return out;
+}
+
+int64_t H5File::attr_int(const std::string& obj, const std::string& name) const {
+  QuietH5 q;
+  std::string err;
+  Handle a{open_attr(file_, obj, name, H5T_INTEGER, err), H5Aclose};
+  if (a.id < 0) fail(err, obj);
+  int64_t v = 0;
+  if (H5Aread(a.id, H5T_NATIVE_INT64, &v) < 0) fail("cannot read attribute " + name + " on", obj);
+  return v;
+}
+
+double H5File::attr_double(const std::string& obj, const std::string& name) const {
+  QuietH5 q;
+  std::string err;
+  Handle a{open_attr(file_, obj, name, H5T_FLOAT, err), H5Aclose};
+  if (a.id < 0) fail(err, obj);
+  double v = 0;
+  if (H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("cannot read attribute " + name + " on", obj);
+  return v;
+}
+
+}  // namespace tri
