@@ -289,6 +289,7 @@ std::string H5File::attr_string(const std::string& obj, const std::string& name)
     char* s = nullptr;
     Handle mem{H5Tcopy(H5T_C_S1), H5Tclose};
     H5Tset_size(mem.id, H5T_VARIABLE);
+    H5Tset_cset(mem.id, H5Tget_cset(type.id));  // h5py's are UTF-8: no ASCII conversion exists
     if (H5Aread(a.id, mem.id, &s) < 0 || !s) fail("cannot read attribute " + name + " on", obj);
     std::string out(s);
     H5free_memory(s);

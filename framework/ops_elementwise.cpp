@@ -11,22 +11,27 @@ namespace tri {
 namespace {
 constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
 
+// reads_inputs: whether backward needs a and b (add and sub only pass the gradient on).
 struct AddOp {
+  static constexpr bool reads_inputs = false;
   static float f(float x, float y) { return x + y; }
   static float da(float, float) { return 1.f; }
   static float db(float, float) { return 1.f; }
 };
 struct SubOp {
+  static constexpr bool reads_inputs = false;
   static float f(float x, float y) { return x - y; }
   static float da(float, float) { return 1.f; }
   static float db(float, float) { return -1.f; }
 };
 struct MulOp {
+  static constexpr bool reads_inputs = true;
   static float f(float x, float y) { return x * y; }
   static float da(float, float y) { return y; }
   static float db(float x, float) { return x; }
 };
 struct DivOp {
+  static constexpr bool reads_inputs = true;
   static float f(float x, float y) { return x / y; }
   static float da(float, float y) { return 1.f / y; }
   static float db(float x, float y) { return -x / (y * y); }
@@ -46,7 +51,9 @@ Tensor binary(const char* name, const Tensor& a, const Tensor& b) {
     for_each_broadcast(bc, [&](int64_t i, int64_t ia, int64_t ib) { po[i] = Op::f(pa[ia], pb[ib]); });
   }
   if (!needs_grad({a, b})) return out;
-  record(name, out, {a, b}, [a, b, bc, n](const float* g) {
+  std::vector<Tensor> saved;
+  if (Op::reads_inputs) saved = {a, b};
+  record(name, out, std::move(saved), [a, b, bc, n](const float* g) {
     const float *pa = a.data(), *pb = b.data();
     float* ga = grad_of(a);
     float* gb = grad_of(b);
@@ -103,7 +110,7 @@ Tensor mul_scalar(const Tensor& a, float s) {
 }
 Tensor pow_scalar(const Tensor& a, float p) {
   return scalar_op("pow_scalar", a, [p](float x) { return std::pow(x, p); },
-                   [p](float x) { return p * std::pow(x, p - 1.f); });
+                   [p](float x) { return p == 0.f ? 0.f : p * std::pow(x, p - 1.f); });
 }
 
 }  // namespace tri

@@ -36,8 +36,9 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
   Tensor lse = Tensor::empty(Shape{rows});  // saved for backward
   const float* px = logits.data();
   float* pl = lse.data();
-  double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static) if (logits.numel() > (1 << 14))
+  // Per-row losses summed in row order afterwards: bit-identical at any thread count.
+  std::vector<double> row_loss(size_t(rows), 0.0);
+#pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     if (targets.v[r] == kIgnoreIndex) continue;
     const float* xr = px + r * V;
@@ -46,8 +47,10 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
     double s = 0;
     for (int64_t j = 0; j < V; ++j) s += std::exp(double(xr[j] - mx));
     pl[r] = mx + float(std::log(s));
-    total += double(pl[r]) - xr[targets.v[r]];
+    row_loss[size_t(r)] = double(pl[r]) - xr[targets.v[r]];
   }
+  double total = 0;
+  for (double l : row_loss) total += l;
   Tensor out = Tensor::scalar(float(total / double(count)));
   if (!needs_grad({logits})) return out;
   record("cross_entropy", out, {logits}, [logits, targets, lse, V, rows, count](const float* g) {

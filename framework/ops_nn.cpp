@@ -18,6 +18,12 @@ void check_affine(const char* op, const Tensor& x, const Tensor& p, const char* 
     throw Error(std::string(op) + ": " + what + " " + p.shape().str() + " does not match input " +
                 x.shape().str() + " (expected [" + std::to_string(x.size(-1)) + "])");
 }
+
+// The tensors a norm's backward reads: x, and the weight when there is one.
+std::vector<Tensor> saved_with(const Tensor& x, const Tensor& weight) {
+  if (weight.defined()) return {x, weight};
+  return {x};
+}
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
@@ -46,7 +52,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
     }
   }
   if (!needs_grad({x, weight, bias})) return out;
-  record("layer_norm", out, {x}, [x, weight, bias, stats, D, rows](const float* g) {
+  // Backward reads x and the weight: both are saved so in-place writes to either are caught.
+  record("layer_norm", out, saved_with(x, weight), [x, weight, bias, stats, D, rows](const float* g) {
     const float *px = x.data(), *st = stats.data(), *w = weight.defined() ? weight.data() : nullptr;
     float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
     if (gx) {
@@ -96,7 +103,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
     for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
   }
   if (!needs_grad({x, weight})) return out;
-  record("rms_norm", out, {x}, [x, weight, rstd_t, D, rows](const float* g) {
+  record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {
     const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
     float *gx = grad_of(x), *gw = grad_of(weight);
     if (gx) {

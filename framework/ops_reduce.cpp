@@ -1,5 +1,6 @@
 // sum and mean over axes. A reduction is broadcasting run backwards: the input reads the
 // reduced tensor (kept dims of size 1) with stride 0 along the reduced axes.
+#include <algorithm>
 #include <set>
 
 #include "autograd.hpp"
@@ -47,9 +48,18 @@ Tensor reduce_sum(const char* op, const Tensor& x, std::vector<int> axes, bool k
   if (kept.numel() == x.numel()) {
     for (int64_t i = 0; i < x.numel(); ++i) po[i] = px[i] * scale;
   } else if (kept.numel() == 1) {
-    double acc = 0;  // a full reduction: accumulate in double
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (x.numel() > (1 << 16))
-    for (int64_t i = 0; i < x.numel(); ++i) acc += px[i];
+    // A full reduction in double over fixed-size blocks, the blocks then summed in order:
+    // the same bits at any thread count (an OpenMP reduction clause combines in any order).
+    const int64_t n = x.numel(), block = 4096, nb = (n + block - 1) / block;
+    std::vector<double> part(size_t(nb), 0.0);
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t b = 0; b < nb; ++b) {
+      double acc = 0;
+      for (int64_t i = b * block; i < std::min(n, (b + 1) * block); ++i) acc += px[i];
+      part[size_t(b)] = acc;
+    }
+    double acc = 0;
+    for (double v : part) acc += v;
     po[0] = float(acc * scale);
   } else if (x.dim() && kept[-1] == 1 && kept.numel() == x.numel() / inner) {
     // Reducing only the last axis: one contiguous row per output value.
