@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what trilemma needs from Debian's packages, only if something is missing.
+#   scripts/install-deps.sh          build and run dependencies
+#   scripts/install-deps.sh --test   also PyTorch and h5py (reference values for the tests)
+set -euo pipefail
+
+packages=(g++ cmake make pkg-config libopenblas-dev libdnnl-dev libboost-program-options-dev
+          doctest-dev libhdf5-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(python3 python3-torch python3-h5py python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "installing: ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "error: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

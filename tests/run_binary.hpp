@@ -1,0 +1,53 @@
+// Running the built trilemma binary from a test: a private scratch folder and a run()
+// that captures exit code, stdout and stderr.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace trilemma_test {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+// A private directory for this process's files, removed at exit.
+inline fs::path scratch(const std::string& name) {
+  static struct Dir {
+    fs::path path = fs::temp_directory_path() / ("trilemma_test_" + std::to_string(getpid()));
+    Dir() { fs::create_directories(path); }
+    ~Dir() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } dir;
+  return dir.path / name;
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// Runs `env trilemma args` through the shell, capturing stdout and stderr separately.
+inline Run run(const std::string& args, const std::string& env = "") {
+  const fs::path out = scratch("out"), err = scratch("err");
+  std::string cmd = env + " '" TRILEMMA_BINARY "' " + args + " >'" + out.string() + "' 2>'" +
+                    err.string() + "'";
+  int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
+}
+
+}  // namespace trilemma_test
