@@ -29,6 +29,7 @@ namespace tri {
 namespace {
 GemmBackend g_backend = GemmBackend::dnnl;
 int g_threads = 0;
+bool g_banner_warned = false;  // the banner already showed the slow-kernel warning
 
 // OpenBLAS names its pre-AVX kernels after old cores; on a modern CPU they mean it fell back.
 bool is_generic_core(const std::string& core) {
@@ -119,8 +120,6 @@ void set_gemm_backend(const std::string& name) {
     g_backend = GemmBackend::dnnl;
   } else if (name == "openblas") {
     g_backend = GemmBackend::openblas;
-    std::string w = runtime_warning();
-    if (!w.empty()) std::fprintf(stderr, "warning: %s\n", w.c_str());
   } else {
     throw Error("--gemm: unknown backend '" + name + "' (allowed: auto, dnnl, openblas)");
   }
@@ -139,6 +138,13 @@ void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, 
       throw Error("sgemm: oneDNN failed with status " + std::to_string(int(st)) + " for m=" +
                   std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
   } else {
+    // The first OpenBLAS call says so if its kernel is slow (a thread-safe one-time check).
+    static const bool checked = [] {
+      std::string w = runtime_warning();
+      if (!w.empty() && !g_banner_warned) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      return true;
+    }();
+    (void)checked;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha, a, int(lda),
                 b, int(ldb), beta, c, int(ldc));
@@ -196,7 +202,10 @@ std::string runtime_banner() {
     << "cpu: " << r.cpu_model << "\n"
     << "cpu features: " << r.cpu_features << "\n";
   std::string w = runtime_warning();
-  if (!w.empty()) s << "WARNING: " << w << "\n";
+  if (!w.empty()) {
+    s << "WARNING: " << w << "\n";
+    g_banner_warned = true;
+  }
   return s.str();
 }
 

@@ -46,9 +46,12 @@ struct Storage {
 };
 
 // Bytes currently held by tensor storage, and the high-water mark since the last reset.
+// Freed storage is cached for reuse by size (capped at 2 GiB); it counts as cached, not live.
 int64_t memory_live_bytes();
 int64_t memory_peak_bytes();
 void memory_reset_peak();
+int64_t memory_cached_bytes();
+void memory_release_cache();  // returns cached blocks to the system
 
 struct Node;
 

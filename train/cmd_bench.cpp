@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "framework/ops.hpp"
@@ -199,8 +200,12 @@ GemmResult measure(const GemmCase& c, int repeats, double min_time) {
   const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
   std::vector<double> gflops[3];
   for (int r = 0; r < repeats; ++r)
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 3; ++i) {
+      // OpenBLAS's worker threads busy-wait for a while after a call; a pause lets them park
+      // so they do not take the cores from the next measurement.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
       gflops[i].push_back(flops * iters[i] / time_calls(calls[i], iters[i]) * 1e-9);
+    }
   return {c, median(gflops[0]), median(gflops[1]), median(gflops[2])};
 }
 
