@@ -23,10 +23,10 @@ void demo_options(CommandOptions& o) {
       ("vocab", po::value<int>()->default_value(16)->notifier(in_range<int>("vocab", 2, 1 << 20)), "vocabulary size")
       ("d-model", po::value<int>()->default_value(32)->notifier(in_range<int>("d-model", 1, 8192)), "model width")
       ("lag", po::value<int>()->default_value(3)->notifier(in_range<int>("lag", 1, 3)), "how far back the target lies (the conv sees 3 back)")
-      ("lr", po::value<double>()->default_value(3e-3)->notifier(in_range<double>("lr", 0.0, 10.0)), "peak learning rate")
+      ("lr", po::value<double>()->default_value(3e-3, "0.003")->notifier(in_range<double>("lr", 0.0, 10.0)), "peak learning rate")
       ("warmup", po::value<int>()->default_value(20)->notifier(in_range<int>("warmup", 0, 1000000)), "linear warm-up steps")
-      ("clip", po::value<double>()->default_value(1.0)->notifier(in_range<double>("clip", 0.0, 1e9)), "global grad-norm clip (0: off)")
-      ("weight-decay", po::value<double>()->default_value(0.01)->notifier(in_range<double>("weight-decay", 0.0, 10.0)), "AdamW weight decay")
+      ("clip", po::value<double>()->default_value(1.0, "1.0")->notifier(in_range<double>("clip", 0.0, 1e9)), "global grad-norm clip (0: off)")
+      ("weight-decay", po::value<double>()->default_value(0.01, "0.01")->notifier(in_range<double>("weight-decay", 0.0, 10.0)), "AdamW weight decay")
       ("seed", po::value<uint64_t>()->default_value(0), "seed for initialisation and data")
       ("log-every", po::value<int>()->default_value(50)->notifier(in_range<int>("log-every", 1, 1000000)), "steps between log lines");
 }
