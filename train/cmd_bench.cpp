@@ -17,6 +17,7 @@
 #include "framework/ops.hpp"
 #include "framework/rng.hpp"
 #include "framework/runtime.hpp"
+#include "train/bench.hpp"
 #include "train/cli.hpp"
 
 namespace tri::cli {
@@ -29,7 +30,7 @@ struct Benchmark {
   int (*run)(const po::variables_map&);
 };
 // Adding a benchmark: one row here and its function.
-const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}};
+const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}, {"mixers", bench_mixers}};
 
 std::string benchmark_names() {
   std::string s;
@@ -43,7 +44,9 @@ void check_benchmark(const std::string& name) {
   throw UsageError("bench: unknown benchmark '" + name + "' (allowed: " + benchmark_names() + ")");
 }
 
-std::vector<int64_t> parse_sizes(const std::string& list) {
+}  // namespace
+
+std::vector<int64_t> parse_sizes(const std::string& list, const std::string& option) {
   std::vector<int64_t> sizes;
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -52,22 +55,32 @@ std::vector<int64_t> parse_sizes(const std::string& list) {
     char* rest = nullptr;
     long v = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0' || v < 1 || v > 16384)
-      throw UsageError("--sizes: '" + item + "' in '" + list +
+      throw UsageError(option + ": '" + item + "' in '" + list +
                        "' is not a size (allowed: integers 1..16384, comma-separated)");
     sizes.push_back(v);
     pos = end + 1;
   }
   return sizes;
 }
-}  // namespace
 
 void bench_options(CommandOptions& o) {
   o.named.add_options()
       ("benchmark", po::value<std::string>()->value_name("NAME")->required()->notifier(check_benchmark),
        ("the benchmark to run, also the first positional argument: " + benchmark_names()).c_str())
       ("sizes", po::value<std::string>()->value_name("LIST")->default_value("256,512,1024,2048")
-                    ->notifier([](const std::string& s) { parse_sizes(s); }),
+                    ->notifier([](const std::string& s) { parse_sizes(s, "--sizes"); }),
        "gemm: square sizes, comma-separated")
+      ("seq-lens", po::value<std::string>()->value_name("LIST")->default_value("1024,2048,4096")
+                       ->notifier([](const std::string& s) { parse_sizes(s, "--seq-lens"); }),
+       "mixers: sequence lengths, comma-separated")
+      ("batch", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("batch", 1, 1024)),
+       "mixers: batch size")
+      ("d-model", po::value<int>()->value_name("N")->default_value(128)->notifier(in_range("d-model", 1, 8192)),
+       "mixers: model width")
+      ("heads", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("heads", 1, 256)),
+       "mixers: attention heads")
+      ("naive", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
+       "mixers: also run the naive attention kernel (T x T memory) next to the fused one")
       ("model-shapes", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "gemm: also time the GEMMs of linear layers (forward, dx, dW) at typical model shapes")
       ("repeats", po::value<int>()->value_name("N")->default_value(5)->notifier(in_range("repeats", 1, 1000)),
@@ -136,10 +149,14 @@ int calibrate(const std::function<void()>& call, double min_time) {
 // The 1-minute load average when the benchmark starts: well above what the machine just ran
 // means other processes share the cores, and the numbers (2-thread ones most: OpenMP barriers
 // stall when a core is taken) are not to be trusted.
+}  // namespace
+
 double load_average() {
   double load[1] = {0};
   return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
+
+namespace {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -235,7 +252,7 @@ std::string gemm_json(const std::vector<GemmResult>& results, int repeats, doubl
 }
 
 int bench_gemm(const po::variables_map& vm) {
-  const std::vector<int64_t> sizes = parse_sizes(vm["sizes"].as<std::string>());
+  const std::vector<int64_t> sizes = parse_sizes(vm["sizes"].as<std::string>(), "--sizes");
   const int repeats = vm["repeats"].as<int>();
   const double min_time = vm["min-time"].as<double>();
   const bool json = vm["json"].as<bool>();

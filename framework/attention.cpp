@@ -1,0 +1,406 @@
+// Fused softmax attention: FlashAttention-2 (Dao 2023, Algorithms 1 and 2) on the CPU.
+// Forward: for each (batch, head) and each tile of kTile queries, walk the key tiles left to
+// right (stopping at the causal diagonal), keeping the running row max m, row sum l and the
+// unnormalised output. out = acc / l and lse = m + log(l) [B, H, Tq] are all that is saved
+// besides q, k and v. Scores are kept in base 2 (scaled by log2(e)), so each probability costs
+// one exp2, and lse is saved in base 2 too.
+// Backward, per (batch, head): D_i = rowsum(dO_i * O_i); per tile recompute P = exp(S - lse),
+//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q.
+// One thread owns a (batch, head) in backward, so dQ, dK and dV are written without races, and
+// every output element is computed by one thread in a fixed order: the same bits at any thread
+// count.
+// Every product runs through one register-tiled kernel (tile_gemm) on packed copies of the
+// head: head dim zero-padded to a multiple of 16 (Dp), keys zero-padded to whole tiles (Tkp).
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "attention.hpp"
+#include "autograd.hpp"
+#include "ops.hpp"
+
+namespace tri {
+
+namespace {
+
+// Query rows and key columns per tile: a 64 x 64 score tile is 16 KiB and stays in L1.
+constexpr int64_t kTile = 64;
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// 2^x for the softmax's arguments (x <= 0, scores kept in base 2), in a form GCC vectorises:
+// 2^x = 2^n 2^f, n = round(x) (by the 1.5 * 2^23 trick, which leaves n in the low mantissa
+// bits), f in [-1/2, 1/2], 2^f by a degree-5 minimax polynomial (relative error 2.2e-7).
+// Below -126.5 the result is exactly 0, and so it is for the masked scores, -inf.
+inline float exp2_neg(float x) {
+  x = x < -127.f ? -127.f : x;
+  const float shifted = x + 0x1.8p23f;
+  const float n = shifted - 0x1.8p23f, f = x - n;
+  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(0x1.8p23f);
+  float p = 1.3276472e-3f;
+  p = p * f + 9.6755410e-3f;
+  p = p * f + 5.5507131e-2f;
+  p = p * f + 2.4022120e-1f;
+  p = p * f + 6.9314694e-1f;
+  p = p * f + 1.0000001f;
+  return p * std::bit_cast<float>((ni + 127) << 23);  // n = -127: 2^n is 0
+}
+
+// Max and sum of one tile row (kTile values): 16 lanes, then across them, in a fixed order.
+inline float row_max(const float* x) {
+  float part[16];
+  for (int u = 0; u < 16; ++u) part[u] = x[u];
+  for (int c = 16; c < kTile; c += 16)
+#pragma omp simd
+    for (int u = 0; u < 16; ++u) part[u] = part[u] < x[c + u] ? x[c + u] : part[u];
+  float m = part[0];
+  for (int u = 1; u < 16; ++u) m = std::max(m, part[u]);
+  return m;
+}
+
+inline float row_sum(const float* x) {
+  float part[16] = {};
+  for (int c = 0; c < kTile; c += 16)
+#pragma omp simd
+    for (int u = 0; u < 16; ++u) part[u] += x[c + u];
+  float s = 0.f;
+  for (int u = 0; u < 16; ++u) s += part[u];
+  return s;
+}
+
+// C[MR x 16 NV] (+)= A[MR x K] B[K x 16 NV]. A is read through strides (a_m between rows, a_k
+// between columns: A^T is free), B and C are row-major. The accumulators stay in registers.
+template <int MR, int NV>
+void gemm_block(int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
+                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  constexpr int N = NV * 16;
+  float acc[MR][N];
+  for (int m = 0; m < MR; ++m)
+    for (int n = 0; n < N; ++n) acc[m][n] = accumulate ? c[m * ldc + n] : 0.f;
+  for (int64_t k = 0; k < K; ++k) {
+    const float* bk = b + k * ldb;
+    for (int m = 0; m < MR; ++m) {
+      const float am = a[m * a_m + k * a_k];
+#pragma omp simd
+      for (int n = 0; n < N; ++n) acc[m][n] += am * bk[n];
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int n = 0; n < N; ++n) c[m * ldc + n] = acc[m][n];
+}
+
+template <int NV>
+void gemm_columns(int64_t M, int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  constexpr int MR = NV >= 3 ? 4 : 8;  // MR * NV accumulators: 16 of the 32 zmm registers
+  int64_t m = 0;
+  for (; m + MR <= M; m += MR)
+    gemm_block<MR, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
+  for (; m < M; ++m) gemm_block<1, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
+}
+
+// C[M x N] (+)= A[M x K] B[K x N] for the small products of a tile; N a multiple of 16.
+void tile_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_m, int64_t a_k,
+               const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t n = 0; n < N; n += 64) {
+    switch (std::min<int64_t>(4, (N - n) / 16)) {
+      case 4: gemm_columns<4>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
+      case 3: gemm_columns<3>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
+      case 2: gemm_columns<2>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
+      default: gemm_columns<1>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
+    }
+  }
+}
+
+// Sizes and options of one call. Rows of a head are `stride` = H * Dh floats apart.
+struct Geometry {
+  int64_t B, Tq, Tk, H, Dh;
+  int64_t Dp;     // Dh rounded up to 16
+  int64_t Tkp;    // Tk rounded up to kTile
+  int64_t shift;  // Tk - Tq: query i sits at key position shift + i
+  float scale;
+  bool causal;
+  std::vector<float> slopes;  // empty, or one per head
+
+  static constexpr float kLog2e = 1.44269504088896341f;
+
+  int64_t stride() const { return H * Dh; }
+  // Keys the queries [0, i_end) can see: [0, key_end(i_end)).
+  int64_t key_end(int64_t i_end) const { return causal ? std::min(Tk, shift + i_end) : Tk; }
+  // ALiBi slope of head h for base-2 scores.
+  float slope2(int64_t h) const { return slopes.empty() ? 0.f : slopes[size_t(h)] * kLog2e; }
+  // Offset of time t of head bh = (b, h) in a tensor [B, T, H, Dh].
+  int64_t at(int64_t T, int64_t bh, int64_t t) const { return ((bh / H * T + t) * H + bh % H) * Dh; }
+};
+
+// n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
+void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
+  std::memset(dst, 0, sizeof(float) * size_t(rows * g.Dp));
+  for (int64_t t = 0; t < n; ++t) std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
+}
+
+// The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
+void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, float* dst) {
+  std::memset(dst, 0, sizeof(float) * size_t(g.Dp * cols));
+  for (int64_t t0 = 0; t0 < n; t0 += kTile)  // by blocks of rows, so the reads stay in L1
+    for (int64_t d = 0; d < g.Dh; ++d)
+      for (int64_t t = t0; t < std::min(n, t0 + kTile); ++t) dst[d * cols + t] = src[t * g.stride() + d];
+}
+
+// Base-2 scores of query row `pos` against the key tile starting at j0, in place:
+// s = log2(e) (scale * q.k + slope * (j - pos)) for the keys the row can see, -inf for the others.
+inline void score_row(const Geometry& g, float* s, int64_t pos, int64_t j0, float slope) {
+  const int64_t end = (g.causal ? std::min(g.Tk, pos + 1) : g.Tk) - j0;  // may be <= 0
+  // A float comparison: GCC vectorises the select only then.
+  const float visible = float(std::clamp<int64_t>(end, -1, kTile)), scale = g.scale * g.kLog2e,
+              rel0 = float(j0 - pos);
+#pragma omp simd
+  for (int64_t j = 0; j < kTile; ++j) {
+    const float x = s[j] * scale + slope * (rel0 + float(j));
+    s[j] = float(j) < visible ? x : -INFINITY;
+  }
+}
+
+// Forward of one query tile [i0, i0 + n) of head bh. kt: K^T [Dp][Tkp]; vp: V [Tkp][Dp].
+void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const float* q,
+                  const float* kt, const float* vp, float* out, float* lse, float* scratch) {
+  const int64_t Dp = g.Dp;
+  float *qt = scratch, *s = qt + kTile * Dp, *acc = s + kTile * kTile, *m = acc + kTile * Dp,
+        *l = m + kTile;
+  pack_rows(g, q + g.at(g.Tq, bh, i0), n, n, qt);
+  std::fill(acc, acc + n * Dp, 0.f);
+  std::fill(m, m + n, -INFINITY);
+  std::fill(l, l + n, 0.f);
+  const float slope = g.slope2(bh % g.H);
+  const int64_t key_end = g.key_end(i0 + n);
+  for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
+    tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
+    for (int64_t r = 0; r < n; ++r) {
+      float* sr = s + r * kTile;
+      score_row(g, sr, g.shift + i0 + r, j0, slope);
+      // Online softmax. The first tile always holds key 0, so m is finite after it; a row
+      // with no visible key in a later tile keeps m (alpha = 1) and gets p = 0.
+      const float m_new = std::max(m[r], row_max(sr));
+      const float alpha = exp2_neg(m[r] - m_new);
+#pragma omp simd
+      for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
+      l[r] = l[r] * alpha + row_sum(sr);
+      m[r] = m_new;
+      if (alpha != 1.f)
+        for (int64_t d = 0; d < Dp; ++d) acc[r * Dp + d] *= alpha;
+    }
+    tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = out + g.at(g.Tq, bh, i0 + r);
+    const float inv = 1.f / l[r];
+    for (int64_t d = 0; d < g.Dh; ++d) o[d] = acc[r * Dp + d] * inv;
+    lse[bh * g.Tq + i0 + r] = m[r] + std::log2(l[r]);
+  }
+}
+
+void forward(const Geometry& g, const float* q, const float* k, const float* v, float* out,
+             float* lse) {
+  const int64_t BH = g.B * g.H, head = g.Tkp * g.Dp;
+  const int64_t q_tiles = (g.Tq + kTile - 1) / kTile;
+  Tensor packed = Tensor::empty(Shape{BH, 2, head});  // per head: K^T [Dp][Tkp], V [Tkp][Dp]
+  float* pk = packed.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) {
+    pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, pk + 2 * bh * head);
+    pack_rows(g, v + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, pk + (2 * bh + 1) * head);
+  }
+  const int64_t per_thread = 2 * kTile * g.Dp + kTile * kTile + 2 * kTile;
+  Tensor scratch = Tensor::empty(Shape{int64_t(omp_get_max_threads()), per_thread});
+#pragma omp parallel
+  {
+    float* mine = scratch.data() + omp_get_thread_num() * per_thread;
+    // Costliest tasks first (the last query tiles see the most keys when causal).
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < BH * q_tiles; ++task) {
+      const int64_t bh = task % BH, i0 = (q_tiles - 1 - task / BH) * kTile;
+      forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, pk + 2 * bh * head,
+                   pk + (2 * bh + 1) * head, out, lse, mine);
+    }
+  }
+}
+
+// Per-thread scratch of the backward pass of one head.
+struct BackwardScratch {
+  float *qp, *dop, *dq;  // Q, dO [Tq][Dp]; the dQ accumulator
+  float *kt, *vt, *kp;   // K^T, V^T [Dp][Tkp]; K [Tkp][Dp]
+  float *dkt, *dvt;      // dK^T, dV^T of the current key tile [Dp][kTile]
+  float *p, *ds;         // P and dP -> dS of the current tile [kTile][kTile]
+  float* delta;          // D = rowsum(dO * O) [Tq]
+
+  static int64_t floats(const Geometry& g) {
+    return 3 * g.Tq * g.Dp + 3 * g.Tkp * g.Dp + 2 * g.Dp * kTile + 2 * kTile * kTile + g.Tq;
+  }
+  BackwardScratch(const Geometry& g, float* base) {
+    float* x = base;
+    auto take = [&x](int64_t n) { float* r = x; x += n; return r; };
+    qp = take(g.Tq * g.Dp), dop = take(g.Tq * g.Dp), dq = take(g.Tq * g.Dp);
+    kt = take(g.Tkp * g.Dp), vt = take(g.Tkp * g.Dp), kp = take(g.Tkp * g.Dp);
+    dkt = take(g.Dp * kTile), dvt = take(g.Dp * kTile);
+    p = take(kTile * kTile), ds = take(kTile * kTile);
+    delta = take(g.Tq);
+  }
+};
+
+// Adds the transposed tile acc [Dp][kTile] into rows j0 .. j0 + n of head bh of grad [B, Tk, H, Dh].
+void add_transposed(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
+                    float* grad) {
+  for (int64_t j = 0; j < n; ++j) {
+    float* gr = grad + g.at(g.Tk, bh, j0 + j);
+    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[d * kTile + j];
+  }
+}
+
+void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k, const float* v,
+                   const float* out, const float* lse, const float* gout, float* gq, float* gk,
+                   float* gv, BackwardScratch& w) {
+  const int64_t Dp = g.Dp, Tkp = g.Tkp;
+  pack_rows(g, q + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.qp);
+  pack_rows(g, gout + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.dop);
+  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kt);
+  pack_columns(g, v + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.vt);
+  pack_rows(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kp);
+  std::fill(w.dq, w.dq + g.Tq * Dp, 0.f);
+  for (int64_t i = 0; i < g.Tq; ++i) {
+    const float *o = out + g.at(g.Tq, bh, i), *dout = w.dop + i * Dp;
+    float dot = 0.f;
+    for (int64_t d = 0; d < g.Dh; ++d) dot += dout[d] * o[d];
+    w.delta[i] = dot;
+  }
+  const float* lse_head = lse + bh * g.Tq;
+  const float slope = g.slope2(bh % g.H);
+  for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
+    std::fill(w.dkt, w.dkt + Dp * kTile, 0.f);
+    std::fill(w.dvt, w.dvt + Dp * kTile, 0.f);
+    // Causal: the query tiles before the first row that sees key j0 contribute nothing.
+    const int64_t i_first = g.causal ? std::max<int64_t>(0, j0 - g.shift) / kTile * kTile : 0;
+    for (int64_t i0 = i_first; i0 < g.Tq; i0 += kTile) {
+      const int64_t n = std::min(kTile, g.Tq - i0);
+      float *p = w.p, *ds = w.ds;
+      tile_gemm(n, kTile, Dp, w.qp + i0 * Dp, Dp, 1, w.kt + j0, Tkp, p, kTile, false);
+      for (int64_t r = 0; r < n; ++r) {  // P = 2^(S - lse), both in base 2
+        float* pr = p + r * kTile;
+        score_row(g, pr, g.shift + i0 + r, j0, slope);
+        const float lse_r = lse_head[i0 + r];
+#pragma omp simd
+        for (int64_t j = 0; j < kTile; ++j) pr[j] = exp2_neg(pr[j] - lse_r);
+      }
+      if (gv)  // dV^T += dO^T P
+        tile_gemm(Dp, kTile, n, w.dop + i0 * Dp, 1, Dp, p, kTile, w.dvt, kTile, true);
+      if (!gq && !gk) continue;
+      tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);  // dP
+      for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
+        const float delta = w.delta[i0 + r];
+        float *dsr = ds + r * kTile, *pr = p + r * kTile;
+#pragma omp simd
+        for (int64_t j = 0; j < kTile; ++j) dsr[j] = pr[j] * (dsr[j] - delta) * g.scale;
+      }
+      if (gq)  // dQ += dS K
+        tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
+      if (gk)  // dK^T += Q^T dS
+        tile_gemm(Dp, kTile, n, w.qp + i0 * Dp, 1, Dp, ds, kTile, w.dkt, kTile, true);
+    }
+    const int64_t n_keys = std::min(kTile, g.Tk - j0);
+    if (gk) add_transposed(g, w.dkt, bh, j0, n_keys, gk);
+    if (gv) add_transposed(g, w.dvt, bh, j0, n_keys, gv);
+  }
+  if (gq)
+    for (int64_t i = 0; i < g.Tq; ++i) {
+      float* gr = gq + g.at(g.Tq, bh, i);
+      for (int64_t d = 0; d < g.Dh; ++d) gr[d] += w.dq[i * Dp + d];
+    }
+}
+
+// The sizes of an attention call, checked (shared by the fused and the naive version).
+struct AttentionShape {
+  int64_t B, Tq, Tk, H, Dh;
+  float scale;  // resolved: 1/sqrt(Dh) when the option is 0
+};
+
+AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const AttentionOptions& opt) {
+  auto fail = [&](const std::string& why) {
+    return Error(std::string(op) + ": q " + q.shape().str() + ", k " + k.shape().str() + ", v " +
+                 v.shape().str() + ": " + why);
+  };
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    throw fail("expected q [B, Tq, H, Dh] and k, v [B, Tk, H, Dh]");
+  if (k.shape() != v.shape()) throw fail("k and v must have one shape");
+  if (q.size(0) != k.size(0) || q.size(2) != k.size(2) || q.size(3) != k.size(3))
+    throw fail("B, H and Dh of q must match k");
+  AttentionShape s{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), opt.scale};
+  if (s.Tk < 1 || s.Dh < 1) throw fail("need Tk >= 1 and Dh >= 1");
+  if (opt.causal && s.Tq > s.Tk)
+    throw fail("causal attention needs Tq <= Tk (queries sit at the last Tq key positions)");
+  if (!opt.alibi_slopes.empty() && int64_t(opt.alibi_slopes.size()) != s.H)
+    throw fail(std::to_string(opt.alibi_slopes.size()) + " ALiBi slopes given, expected 0 or " +
+               std::to_string(s.H) + " (one per head)");
+  if (!(opt.scale >= 0.f))
+    throw fail("scale " + std::to_string(opt.scale) + " must be >= 0 (0 means 1/sqrt(Dh))");
+  if (s.scale == 0.f) s.scale = float(1.0 / std::sqrt(double(s.Dh)));
+  return s;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
+  const AttentionShape s = attention_shape("attention", q, k, v, opt);
+  Geometry g{s.B, s.Tq, s.Tk, s.H, s.Dh, round_up(s.Dh, 16), round_up(s.Tk, kTile),
+             s.Tk - s.Tq, s.scale, opt.causal, opt.alibi_slopes};
+  Tensor out = Tensor::empty(q.shape());
+  Tensor lse = Tensor::empty(Shape{s.B, s.H, s.Tq});
+  if (s.Tq == 0) return out;
+  forward(g, q.data(), k.data(), v.data(), out.data(), lse.data());
+  if (!needs_grad({q, k, v})) return out;
+  record("attention", out, {q, k, v, out}, [q, k, v, out, lse, g](const float* gout) {
+    float *gq = grad_of(q), *gk = grad_of(k), *gv = grad_of(v);
+    const int64_t per_thread = BackwardScratch::floats(g);
+    Tensor scratch = Tensor::empty(Shape{int64_t(omp_get_max_threads()), per_thread});
+#pragma omp parallel
+    {
+      BackwardScratch w(g, scratch.data() + omp_get_thread_num() * per_thread);
+#pragma omp for schedule(dynamic)
+      for (int64_t bh = 0; bh < g.B * g.H; ++bh)
+        backward_head(g, bh, q.data(), k.data(), v.data(), out.data(), lse.data(), gout, gq, gk,
+                      gv, w);
+    }
+  });
+  return out;
+}
+
+// Composed from differentiable ops, so its backward comes from theirs:
+// softmax(scale * Q K^T + bias) V per head, bias [H, Tq, Tk] = ALiBi + causal mask (-inf).
+Tensor attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionOptions& opt, Tensor* probs) {
+  const AttentionShape s = attention_shape("attention_naive", q, k, v, opt);
+  const Tensor qh = permute(q, {0, 2, 1, 3}), kh = permute(k, {0, 2, 1, 3}),
+               vh = permute(v, {0, 2, 1, 3});  // [B, H, T, Dh]
+  Tensor scores = mul_scalar(matmul(qh, kh, false, true), s.scale);
+  if (opt.causal || !opt.alibi_slopes.empty()) {
+    Tensor bias = Tensor::zeros(Shape{s.H, s.Tq, s.Tk});
+    float* pb = bias.data();
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i)
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          const int64_t pos = s.Tk - s.Tq + i;
+          float& b = pb[(h * s.Tq + i) * s.Tk + j];
+          if (!opt.alibi_slopes.empty()) b = opt.alibi_slopes[size_t(h)] * float(j - pos);
+          if (opt.causal && j > pos) b = -INFINITY;
+        }
+    scores = add(scores, bias);
+  }
+  const Tensor p = softmax(scores);
+  if (probs) *probs = p;
+  return permute(matmul(p, vh), {0, 2, 1, 3});
+}
+
+}  // namespace tri

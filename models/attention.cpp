@@ -1,0 +1,74 @@
+#include "attention.hpp"
+
+#include "framework/attention.hpp"
+#include "framework/autograd.hpp"
+
+namespace tri {
+
+namespace {
+
+// K and V of every token seen so far, [B, t, H, Dh]; a step appends one row.
+struct KVCache : MixerState {
+  int64_t batch = 0, pos = 0;
+  Tensor k, v;  // undefined before the first step
+  int64_t bytes() const override { return k.defined() ? 2 * k.numel() * int64_t(sizeof(float)) : 0; }
+};
+
+AttentionOptions options_for(const ModelConfig& cfg) {
+  AttentionOptions opt;
+  opt.causal = true;
+  if (cfg.pos == "alibi") opt.alibi_slopes = alibi_slopes(cfg.n_heads);
+  return opt;
+}
+
+// A copy of the cache plus one row: O(t) per step, the same order as attending over it.
+Tensor append_row(const Tensor& cache, const Tensor& row) {
+  return cache.defined() ? concat({cache, row}, 1) : row;
+}
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c, rng) {}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) {
+  Tensor q = split_heads(q_proj(x));  // [B, T, H, Dh]
+  Tensor k = split_heads(k_proj(x));
+  Tensor v = split_heads(v_proj(x));
+  if (cfg.pos == "rope") {
+    q = rope(q, 0);
+    k = rope(k, 0);
+  }
+  Tensor o = attention(q, k, v, options_for(cfg));  // [B, T, H, Dh]
+  return out_proj(merge_heads(o));
+}
+
+std::unique_ptr<MixerState> MultiHeadAttention::new_state(int64_t batch) const {
+  auto s = std::make_unique<KVCache>();
+  s->batch = batch;
+  return s;
+}
+
+Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
+  NoGradGuard no_grad;
+  KVCache& cache = dynamic_cast<KVCache&>(state);
+  check_step_input(x, cache.batch);
+  Tensor q = split_heads(q_proj(x));  // [B, 1, H, Dh]
+  Tensor k = split_heads(k_proj(x));
+  Tensor v = split_heads(v_proj(x));
+  if (cfg.pos == "rope") {
+    q = rope(q, cache.pos);
+    k = rope(k, cache.pos);
+  }
+  cache.k = append_row(cache.k, k);
+  cache.v = append_row(cache.v, v);
+  cache.pos += 1;
+  // The query sits at the end of the cache, so causal attention sees every cached row.
+  Tensor o = attention(q, cache.k, cache.v, options_for(cfg));
+  return out_proj(merge_heads(o));
+}
+
+int64_t MultiHeadAttention::state_bytes(int64_t T) const {
+  return 2 * T * cfg.d_model * int64_t(sizeof(float));
+}
+
+}  // namespace tri

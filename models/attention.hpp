@@ -1,0 +1,26 @@
+// Multi-head causal softmax attention (Vaswani et al. 2017, §3.2.2), written like the book's
+// algorithm 2 (chapter 9, §9) but causal and without transposes.
+// Glossary (paper -> code):
+//   X                            x [B, T, D], the block's input
+//   Q = X W^Q, K = X W^K, V = X W^V   q_proj, k_proj, v_proj (weights [D, D], PyTorch [out, in]),
+//                                split into H heads: q, k, v [B, T, H, Dh], Dh = D / H
+//   softmax(Q K^T / sqrt(Dh)) V  attention(q, k, v), fused, causal (eq. 1)
+//   Concat(head_1..head_H) W^O   out_proj(merge_heads(o))
+//   RoPE (Su et al. 2021, eq. 34)     q, k rotated by their positions: rope(q, t0), rope(k, t0)
+//   ALiBi (Press et al. 2021, §3)     score - m_h (i - j), m_h = alibi_slopes(H)
+// Recurrent form: a KV cache; one step appends the new k, v row and attends with Tq = 1.
+#pragma once
+#include "models/layers.hpp"
+
+namespace tri {
+
+class MultiHeadAttention : public HeadMixer {
+ public:
+  MultiHeadAttention(const ModelConfig& cfg, Rng& rng);
+  Tensor forward(const Tensor& x) override;
+  std::unique_ptr<MixerState> new_state(int64_t batch) const override;
+  Tensor step(const Tensor& x, MixerState& state) override;
+  int64_t state_bytes(int64_t T) const override;  // the K and V rows of T tokens
+};
+
+}  // namespace tri

@@ -1,0 +1,32 @@
+// One residual block: a sequence mixer, norms and an optional MLP.
+//   pre-norm  (default):  x = x + mixer(norm1(x));  x = x + mlp(norm2(x))
+//   post-norm (the book's algorithm 3):  x = norm1(x + mixer(x));  x = norm2(x + mlp(x))
+// Attention and linear-attention blocks use LayerNorm ("norm1", "norm2"); Mamba blocks use
+// RMSNorm, named as mamba_ssm names it ("norm", and "norm2" before the MLP).
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "models/layers.hpp"
+
+namespace tri {
+
+// The mixer cfg.family names: MultiHeadAttention, LinearAttention or MambaMixer.
+std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, Rng& rng);
+
+class Block : public Module {
+ public:
+  Block(const ModelConfig& cfg, Rng& rng);
+  Tensor forward(const Tensor& x);                      // [B, T, D] -> [B, T, D]
+  Tensor step(const Tensor& x, MixerState& state);      // [B, 1, D], no grad
+
+  std::unique_ptr<Norm> norm1, norm2;  // norm2 only with an MLP
+  std::unique_ptr<Mixer> mixer;
+  std::unique_ptr<Mlp> mlp;            // null when cfg.mlp == "none"
+
+ private:
+  bool pre_norm;
+  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& mix);
+};
+
+}  // namespace tri

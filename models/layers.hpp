@@ -1,0 +1,58 @@
+// The small modules every block is made of: Linear (PyTorch's nn.Linear), Norm (LayerNorm or
+// RMSNorm), Mlp (fc1 -> gelu -> fc2) and HeadMixer, the base of the mixers that project to
+// multi-head q, k, v and back (q_proj, k_proj, v_proj, out_proj: [D, D] each).
+#pragma once
+#include <cstdint>
+
+#include "framework/module.hpp"
+#include "framework/ops.hpp"
+#include "framework/rng.hpp"
+#include "models/config.hpp"
+#include "models/mixer.hpp"
+
+namespace tri {
+
+// y = x W^T + b, W [out, in]. PyTorch's default init U(-1/sqrt(in), 1/sqrt(in)); the bias is
+// not weight-decayed.
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool with_bias, Rng& rng);
+  Tensor operator()(const Tensor& x) const { return linear(x, weight, bias); }
+  Tensor weight, bias;  // bias undefined when !with_bias
+};
+
+// Over the last axis, eps 1e-5. LayerNorm: weight (ones) and bias (zeros); RMSNorm: weight
+// only. Never weight-decayed.
+class Norm : public Module {
+ public:
+  enum class Kind { layer, rms };
+  Norm(Kind kind, int64_t d);
+  Tensor operator()(const Tensor& x) const;
+  Kind kind;
+  Tensor weight, bias;
+};
+
+// The position-wise feed-forward network: fc2(gelu(fc1(x))), d_ff = 4 d, with biases.
+class Mlp : public Module {
+ public:
+  Mlp(int64_t d, Rng& rng);
+  Tensor operator()(const Tensor& x) const { return fc2(gelu(fc1(x))); }
+  Linear fc1, fc2;
+};
+
+// A mixer with H heads of width Dh = D / H, reading q, k, v through [D, D] projections and
+// writing through out_proj (biases when cfg.bias).
+class HeadMixer : public Mixer {
+ protected:
+  HeadMixer(const ModelConfig& cfg, Rng& rng);
+  // [B, T, D] -> [B, T, H, Dh] and back: views, no transposes.
+  Tensor split_heads(const Tensor& x) const;
+  Tensor merge_heads(const Tensor& x) const;
+  void check_step_input(const Tensor& x, int64_t batch) const;  // x must be [batch, 1, D]
+
+  ModelConfig cfg;
+  int64_t H, Dh;
+  Linear q_proj, k_proj, v_proj, out_proj;
+};
+
+}  // namespace tri

@@ -1,0 +1,29 @@
+// Causal linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"), multi-head.
+// Glossary (paper -> code):
+//   x_i                     x [B, T, D]
+//   Q, K, V = x W_Q, x W_K, x W_V    q_proj, k_proj, v_proj, split into H heads [B, T, H, Dh]
+//   phi(x) = elu(x) + 1     feature map (eq. 7); cfg.feature_map: elu | relu | identity
+//   V'_i = phi(Q_i)^T S_i / phi(Q_i)^T Z_i,  S_i = sum_{j<=i} phi(K_j) V_j^T,
+//          Z_i = sum_{j<=i} phi(K_j)         (eqs. 10-12: causal masking as a running sum)
+//                           linear_attention(phi(q), phi(k), v)
+//   RoPE (RoFormer §3.4.4)  numerator on rope(phi(q)), rope(phi(k)); normaliser on phi(q), phi(k)
+//   output                  out_proj(merge_heads(V'))
+// Recurrent form (eqs. 18-20): the state (S [B, H, Dh, Dh], Z [B, H, Dh]), constant in T.
+#pragma once
+#include "models/layers.hpp"
+
+namespace tri {
+
+class LinearAttention : public HeadMixer {
+ public:
+  LinearAttention(const ModelConfig& cfg, Rng& rng);
+  Tensor forward(const Tensor& x) override;
+  std::unique_ptr<MixerState> new_state(int64_t batch) const override;
+  Tensor step(const Tensor& x, MixerState& state) override;
+  int64_t state_bytes(int64_t T) const override;  // S and Z: independent of T
+
+ private:
+  Tensor phi(const Tensor& x) const;
+};
+
+}  // namespace tri

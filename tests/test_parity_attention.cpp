@@ -1,0 +1,115 @@
+// Softmax attention, RoPE and ALiBi against PyTorch. tests/torch/gen_attention.py writes
+// TORCH_REF_DIR/attention.h5 (its docstring lists the layout); here the fused kernel and the
+// naive one both recompute every case: outputs and the gradients of sum(out * gout).
+// Prints a table "case | path | out err | grad err".
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "framework/attention.hpp"
+#include "framework/autograd.hpp"
+#include "framework/h5.hpp"
+#include "framework/ops.hpp"
+
+using namespace tri;
+
+namespace {
+
+// err = max|a - b| / max(1, max|b|). Attention rows are sums of up to 150 products (q.k, p.v)
+// and an exp, computed in another order than torch's; each value carries a few 1e-7 of
+// rounding, so 1e-5 leaves a wide margin while a wrong mask, bias or scale errs by > 1e-2.
+constexpr double kTol = 1e-5;
+
+double scaled_err(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double diff = 0, ref = 1;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, double(std::fabs(a.data()[i] - b.data()[i])));
+    ref = std::max(ref, double(std::fabs(b.data()[i])));
+  }
+  return diff / ref;
+}
+
+struct Errors {
+  double out = 0, grad = 0;
+};
+
+// Runs f on the case's inputs (named `names`), and compares the output and the inputs'
+// gradients with the file's.
+template <class F>
+Errors compare(const H5File& f, const std::string& c, const std::vector<std::string>& names, F fn) {
+  std::vector<Tensor> in;
+  for (const std::string& n : names) in.push_back(f.read(c + "/" + n).requires_grad_());
+  const Tensor out = fn(in);
+  backward(sum(mul(out, f.read(c + "/gout"))));
+  Errors e;
+  e.out = scaled_err(out, f.read(c + "/out"));
+  for (size_t i = 0; i < in.size(); ++i) {
+    REQUIRE(in[i].grad().defined());
+    e.grad = std::max(e.grad, scaled_err(in[i].grad(), f.read(c + "/g" + names[i])));
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("parity: ALiBi slopes match the official implementation") {
+  H5File f(TORCH_REF_DIR "/attention.h5", H5File::Mode::read);
+  const std::vector<std::string> heads = f.list("/slopes");
+  REQUIRE(heads.size() >= 10);
+  for (const std::string& h : heads) {
+    const Tensor want = f.read("/slopes/" + h);
+    const std::vector<float> got = alibi_slopes(std::stoll(h));
+    REQUIRE(int64_t(got.size()) == want.numel());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("H " << h << " slope " << i);
+      CHECK(std::fabs(got[i] - want.data()[i]) <= 1e-7f * want.data()[i]);
+    }
+  }
+}
+
+TEST_CASE("parity: attention, RoPE and RoPE + attention against PyTorch") {
+  H5File f(TORCH_REF_DIR "/attention.h5", H5File::Mode::read);
+  std::printf("\n%-20s | %-5s | %-9s | %-9s\n", "case", "path", "out err", "grad err");
+  int cases = 0;
+  auto report = [](const std::string& c, const char* path, const Errors& e) {
+    std::printf("%-20s | %-5s | %9.2e | %9.2e\n", c.c_str(), path, e.out, e.grad);
+    INFO(c << " (" << path << ")");
+    CHECK(e.out < kTol);
+    CHECK(e.grad < kTol);
+  };
+  for (const std::string& c : f.list("/")) {
+    if (c == "slopes") continue;
+    const std::string op = f.attr_string(c, "op");
+    ++cases;
+    if (op == "attention") {
+      AttentionOptions opt;
+      opt.causal = f.attr_int(c, "causal") != 0;
+      opt.scale = float(f.attr_double(c, "scale"));
+      if (f.attr_int(c, "alibi")) opt.alibi_slopes = alibi_slopes(f.shape_of(c + "/q")[2]);
+      report(c, "fused", compare(f, c, {"q", "k", "v"}, [&](const std::vector<Tensor>& x) {
+               return attention(x[0], x[1], x[2], opt);
+             }));
+      report(c, "naive", compare(f, c, {"q", "k", "v"}, [&](const std::vector<Tensor>& x) {
+               return attention_naive(x[0], x[1], x[2], opt);
+             }));
+    } else if (op == "rope") {
+      const int64_t offset = f.attr_int(c, "offset");
+      const float base = float(f.attr_double(c, "base"));
+      report(c, "rope", compare(f, c, {"x"}, [&](const std::vector<Tensor>& x) {
+               return rope(x[0], offset, base);
+             }));
+    } else if (op == "rope_attention") {
+      const int64_t Tq = f.shape_of(c + "/q")[1], Tk = f.shape_of(c + "/k")[1];
+      report(c, "fused", compare(f, c, {"q", "k", "v"}, [&](const std::vector<Tensor>& x) {
+               return attention(rope(x[0], Tk - Tq), rope(x[1], 0), x[2], {});
+             }));
+    } else {
+      FAIL("case " << c << " has unknown op " << op);
+    }
+  }
+  CHECK(cases >= 12);
+}

@@ -1,0 +1,147 @@
+"""PyTorch references for the language models of models/ (tests/torch/models.py builds them):
+writes <outdir>/models.h5.
+
+One group per configuration, /<case>:
+  attrs  every ModelConfig field (strings; ints; booleans as 0/1), loss (the mean
+         cross-entropy, float64 of torch's float32), lr, weight_decay, steps
+  model/<name>   the initial state_dict (models.py's init from a fixed seed, then the norms'
+                 weights and biases nudged off 1 and 0 so that a norm mix-up shows, and the
+                 embeddings redrawn from N(0, 0.3^2) so that tied logits are of order 1 rather
+                 than 0.02); attr decay
+                 (0: in AdamW's weight_decay=0 group)
+  ids, targets   int32 [B, T]; a few targets are -100 (ignored by the loss)
+  logits         [B, T, V]
+  grad/<name>    d loss / d parameter at the initial weights
+  after/<name>   the parameters after STEPS AdamW updates (each: forward, loss, backward, step)
+  logits64, attr loss64, grad64/<name>, after64/<name>
+                 the same computation in float64 from the same initial weights: the exact
+                 result to float32 precision, against which torch's own float32 error is known
+                 (Adam divides each gradient element by its own magnitude, so elements with tiny
+                 gradients turn float32 rounding into visible parameter differences)
+
+Sizes: V=17, d=32, 2 layers, 4 heads, B=2, T=24. Key biases are only enabled with RoPE: without
+it softmax is invariant to them, their gradient is pure rounding noise, and Adam would turn that
+noise into full-size steps.
+
+Usage: /usr/bin/python3 tests/torch/gen_models.py <outdir>
+"""
+import contextlib
+import copy
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import DEFAULTS, LanguageModel, no_weight_decay  # noqa: E402
+
+torch.set_num_threads(1)  # a fixed summation order: the file is the same on every run
+
+BASE = dict(vocab=17, d_model=32, n_layers=2, n_heads=4, max_seq_len=48)
+B, T = 2, 24
+LR, WEIGHT_DECAY, STEPS = 1e-2, 0.1, 3
+
+CASES = {
+    "attn_none": dict(family="attention", pos="none"),
+    "attn_sinusoidal": dict(family="attention", pos="sinusoidal"),
+    "attn_learned": dict(family="attention", pos="learned"),
+    "attn_rope_bias": dict(family="attention", pos="rope", bias=True),
+    "attn_alibi": dict(family="attention", pos="alibi"),
+    "attn_post_norm": dict(family="attention", pos="sinusoidal", norm="post"),
+    "attn_no_mlp": dict(family="attention", pos="rope", mlp="none"),
+    "attn_tied": dict(family="attention", pos="learned", tie_embeddings=True),
+    "linear_elu": dict(family="linear", feature_map="elu", bias=True),
+    "linear_relu": dict(family="linear", feature_map="relu"),
+    "linear_identity": dict(family="linear", feature_map="identity"),
+    "linear_rope": dict(family="linear", feature_map="elu", pos="rope"),
+    "linear_post_tied": dict(family="linear", norm="post", mlp="none", tie_embeddings=True),
+    "mamba": dict(family="mamba", mlp="none"),
+    "mamba_mlp": dict(family="mamba", mlp="gelu"),
+    "mamba_lti": dict(family="mamba", mlp="none", ssm_selective=False),
+}
+
+
+def write_case(f, name, overrides, seed):
+    cfg = dict(DEFAULTS, **BASE, **overrides)
+    torch.manual_seed(seed)
+    model = LanguageModel(cfg)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.split(".")[-2].startswith("norm"):
+                p.add_(0.1 * torch.randn_like(p))
+            if pname.split(".")[-2].endswith("embedding"):
+                p.normal_(0.0, 0.3)
+    ids = torch.randint(0, cfg["vocab"], (B, T))
+    targets = torch.randint(0, cfg["vocab"], (B, T))
+    targets[0, :3] = -100
+
+    g = f.create_group(name)
+    for key, value in cfg.items():
+        g.attrs[key] = int(value) if isinstance(value, bool) else value
+    g.attrs["lr"], g.attrs["weight_decay"], g.attrs["steps"] = LR, WEIGHT_DECAY, STEPS
+    for pname, p in model.state_dict().items():
+        d = g.create_dataset(f"model/{pname}", data=p.numpy())
+        d.attrs["decay"] = 0 if no_weight_decay(pname) else 1
+    g.create_dataset("ids", data=ids.numpy().astype(np.int32))
+    g.create_dataset("targets", data=targets.numpy().astype(np.int32))
+
+    model64 = copy.deepcopy(model).double()
+    for suffix, m in (("", model), ("64", model64)):
+        with keep_float64(suffix == "64"):
+            logits, loss, grads, after = train(m, ids, targets, cfg["vocab"])
+        g.create_dataset("logits" + suffix, data=logits)
+        g.attrs["loss" + suffix] = loss
+        for pname in grads:
+            g.create_dataset(f"grad{suffix}/{pname}", data=grads[pname])
+            g.create_dataset(f"after{suffix}/{pname}", data=after[pname])
+
+
+@contextlib.contextmanager
+def keep_float64(on):
+    """mamba_ref casts the scan's inputs with .float(), as mamba_ssm does; for the float64 run
+    that cast is made the identity on float64 tensors, so the whole computation is float64."""
+    to_float = torch.Tensor.float
+    if on:
+        torch.Tensor.float = lambda t, *a, **k: t if t.dtype == torch.float64 else to_float(t, *a, **k)
+    try:
+        yield
+    finally:
+        torch.Tensor.float = to_float
+
+
+def train(model, ids, targets, vocab):
+    """STEPS AdamW updates; returns the first step's logits, loss and gradients, and the
+    parameters after the last update (numpy, in the model's dtype)."""
+    params = dict(model.named_parameters())
+    groups = [
+        dict(params=[p for n, p in params.items() if not no_weight_decay(n)], weight_decay=WEIGHT_DECAY),
+        dict(params=[p for n, p in params.items() if no_weight_decay(n)], weight_decay=0.0),
+    ]
+    opt = torch.optim.AdamW(groups, lr=LR, foreach=False)
+    for step in range(STEPS):
+        opt.zero_grad()
+        logits = model(ids)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        if step == 0:
+            first = (logits.detach().numpy(), float(loss.item()),
+                     {n: p.grad.numpy().copy() for n, p in params.items()})
+        opt.step()
+    return first + ({n: p.detach().numpy().copy() for n, p in params.items()},)
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, "models.h5")
+    with h5py.File(path + ".tmp", "w") as f:
+        for seed, (name, overrides) in enumerate(CASES.items()):
+            write_case(f, name, overrides, seed)
+    os.replace(path + ".tmp", path)
+    print(f"wrote {len(CASES)} cases to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""The PyTorch twins of models/ (lm, block, attention, linear_attention): the same structure,
+parameter names and shapes as the C++ LanguageModel, so a state_dict loads into either.
+
+  MultiHeadAttention  the book's algorithm 2 (chapter 9, §9), made causal, with RoPE or ALiBi
+  LinearAttention     Katharopoulos et al. 2020 from its quadratic form (masked kernel matrix),
+                      phi = elu+1 | relu | identity, RoPE on the numerator only
+  Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
+  LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
+                      the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm
+
+Config: a dict with ModelConfig's field names (models/config.hpp); see DEFAULTS.
+Written for clarity, not speed: every formula is the textbook one, computed in float32.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mamba_ref import Mamba
+
+DEFAULTS = dict(family="attention", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
+                tie_embeddings=False, n_heads=4, pos="none", norm="pre", mlp="gelu", bias=False,
+                feature_map="elu", d_state=16, d_conv=4, expand=2, dt_rank=0,
+                ssm_selective=True, a_init="s4d-real")
+LINEAR_ATTENTION_EPS = 1e-6  # framework/linear_attention.hpp's default
+# Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
+# parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
+MAMBA_NO_DECAY = {"A_log", "D", "dt_bias", "B"}
+
+
+def no_weight_decay(name):
+    parts = name.split(".")
+    return (parts[-1] == "bias" or parts[-1] in MAMBA_NO_DECAY
+            or any(p.startswith("norm") or p.endswith("embedding") for p in parts[:-1]))
+
+
+def alibi_slopes(heads):
+    """Press et al. 2021: 2^(-8h/H) for H a power of two, else the paper's interleaving."""
+    def power_of_two(n):
+        start = 2 ** (-8 / n)
+        return [start ** (h + 1) for h in range(n)]
+    if math.log2(heads).is_integer():
+        return power_of_two(heads)
+    c = 2 ** math.floor(math.log2(heads))
+    return power_of_two(c) + alibi_slopes(2 * c)[0::2][: heads - c]
+
+
+def rope(x, offset=0, base=10000.0):
+    """Rotate-half RoPE on x [..., T, Dh]: (x_j, x_{j+Dh/2}) rotate by (offset + t) base^(-2j/Dh)."""
+    T, Dh = x.shape[-2], x.shape[-1]
+    half = Dh // 2
+    inv_freq = base ** (-2 * torch.arange(half, dtype=torch.float64) / Dh)
+    angle = torch.arange(offset, offset + T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def sinusoidal_positions(T, D, dtype=torch.float32):
+    """The book's §8: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, D, 2, dtype=torch.float64)[None, :]
+    angle = pos / 10000 ** (two_i / D)
+    pe = torch.zeros(T, D, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)[:, : D // 2]
+    return pe.to(dtype)
+
+
+def causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.h, self.dk, self.pos = cfg["n_heads"], d // cfg["n_heads"], cfg["pos"]
+        self.q_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.k_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.v_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.out_proj = nn.Linear(d, d, bias=cfg["bias"])
+
+    def forward(self, X):
+        B, N, D = X.shape
+        # project and split into heads (B, h, N, dk)
+        Q = self.q_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        K = self.k_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        V = self.v_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        if self.pos == "rope":
+            Q, K = rope(Q), rope(K)
+        scores = Q @ K.transpose(-2, -1) / self.dk ** 0.5
+        if self.pos == "alibi":
+            i = torch.arange(N)
+            distance = (i[:, None] - i[None, :]).to(scores.dtype)
+            slopes = torch.tensor(alibi_slopes(self.h), dtype=scores.dtype)
+            scores = scores - slopes[:, None, None] * distance
+        scores = scores.masked_fill(~causal_mask(N), float("-inf"))
+        attn = F.softmax(scores, dim=-1)
+        out = (attn @ V).transpose(1, 2).reshape(B, N, D)  # concatenate the heads
+        return self.out_proj(out)
+
+
+class LinearAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.h, self.dk = cfg["n_heads"], d // cfg["n_heads"]
+        self.pos, self.feature_map = cfg["pos"], cfg["feature_map"]
+        self.q_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.k_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.v_proj = nn.Linear(d, d, bias=cfg["bias"])
+        self.out_proj = nn.Linear(d, d, bias=cfg["bias"])
+
+    def phi(self, x):
+        if self.feature_map == "elu":
+            return F.elu(x) + 1
+        if self.feature_map == "relu":
+            return F.relu(x)
+        return x
+
+    def forward(self, X):
+        B, N, D = X.shape
+        Q = self.phi(self.q_proj(X).view(B, N, self.h, self.dk)).transpose(1, 2)
+        K = self.phi(self.k_proj(X).view(B, N, self.h, self.dk)).transpose(1, 2)
+        V = self.v_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        Qn, Kn = (rope(Q), rope(K)) if self.pos == "rope" else (Q, K)
+        mask = causal_mask(N).to(X.dtype)
+        numerator = ((Qn @ Kn.transpose(-2, -1)) * mask) @ V
+        denominator = ((Q @ K.transpose(-2, -1)) * mask).sum(-1, keepdim=True) + LINEAR_ATTENTION_EPS
+        out = (numerator / denominator).transpose(1, 2).reshape(B, N, D)
+        return self.out_proj(out)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Mlp(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+def make_mixer(cfg):
+    if cfg["family"] == "attention":
+        return MultiHeadAttention(cfg)
+    if cfg["family"] == "linear":
+        return LinearAttention(cfg)
+    return Mamba(cfg["d_model"], d_state=cfg["d_state"], d_conv=cfg["d_conv"],
+                 expand=cfg["expand"], dt_rank=cfg["dt_rank"] or None,
+                 selective=cfg["ssm_selective"], a_init=cfg["a_init"])
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d, self.mamba = cfg["d_model"], cfg["family"] == "mamba"
+        Norm = RMSNorm if self.mamba else nn.LayerNorm
+        if self.mamba:
+            self.norm = RMSNorm(d)
+        else:
+            self.norm1 = nn.LayerNorm(d)
+        self.mixer = make_mixer(cfg)
+        self.pre_norm, self.has_mlp = cfg["norm"] == "pre", cfg["mlp"] != "none"
+        if self.has_mlp:
+            self.norm2 = Norm(d)
+            self.mlp = Mlp(d)
+
+    def forward(self, x):
+        norm1 = self.norm if self.mamba else self.norm1
+        if self.pre_norm:
+            x = x + self.mixer(norm1(x))
+            return x + self.mlp(self.norm2(x)) if self.has_mlp else x
+        x = norm1(x + self.mixer(x))                         # the book: attention + residual + LN
+        return self.norm2(x + self.mlp(x)) if self.has_mlp else x
+
+
+class Backbone(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.pos = cfg["pos"]
+        self.embedding = nn.Embedding(cfg["vocab"], d)
+        if self.pos == "learned":
+            self.pos_embedding = nn.Embedding(cfg["max_seq_len"], d)
+        for table in self.modules():
+            if isinstance(table, nn.Embedding):
+                nn.init.normal_(table.weight, std=0.02)  # as models/lm.hpp (GPT-2, mamba_ssm)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
+        self.norm_f = RMSNorm(d) if cfg["family"] == "mamba" else nn.LayerNorm(d)
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        x = self.embedding(ids)
+        if self.pos == "sinusoidal":
+            x = x + sinusoidal_positions(T, x.shape[-1], x.dtype)
+        if self.pos == "learned":
+            x = x + self.pos_embedding.weight[:T]
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm_f(x)
+
+
+class LanguageModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = dict(DEFAULTS, **cfg)
+        self.backbone = Backbone(self.cfg)
+        if not self.cfg["tie_embeddings"]:
+            self.lm_head = nn.Linear(self.cfg["d_model"], self.cfg["vocab"], bias=False)
+
+    def forward(self, ids):
+        h = self.backbone(ids)
+        if self.cfg["tie_embeddings"]:
+            return F.linear(h, self.backbone.embedding.weight)
+        return self.lm_head(h)

@@ -1,0 +1,127 @@
+// trilemma bench mixers: forward+backward time and peak extra memory of each sequence mixer
+// at several sequence lengths, and of the two attention kernels (fused vs naive) on their own.
+// Peak memory is the high-water mark of tensor storage during one step, above what was live
+// before it (framework/tensor.hpp), so it counts activations, saved tensors and gradients.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "framework/attention.hpp"
+#include "framework/autograd.hpp"
+#include "framework/init.hpp"
+#include "framework/ops.hpp"
+#include "framework/runtime.hpp"
+#include "models/block.hpp"
+#include "train/bench.hpp"
+
+namespace tri::cli {
+
+namespace {
+struct StepCost {
+  double ms;      // median
+  double peak_mb; // peak extra tensor memory of one forward+backward
+};
+
+// Times fwd_bwd (one forward and backward) `repeats` times after one warm-up run.
+template <class F>
+StepCost measure_step(F fwd_bwd, int repeats) {
+  fwd_bwd();
+  std::vector<double> ms;
+  double peak = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const int64_t base = memory_live_bytes();
+    memory_reset_peak();
+    auto t0 = std::chrono::steady_clock::now();
+    fwd_bwd();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    peak = std::max(peak, double(memory_peak_bytes() - base) / (1 << 20));
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], peak};
+}
+
+struct Row {
+  std::string what;
+  int64_t T;
+  StepCost cost;
+  double tokens_per_s;
+};
+
+Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  ModelConfig cfg;
+  cfg.family = family;
+  cfg.d_model = D;
+  cfg.n_heads = H;
+  cfg.vocab = 16;
+  cfg.max_seq_len = T;
+  Rng rng(1);
+  std::unique_ptr<Mixer> mixer = make_mixer(cfg, rng);
+  Tensor x = init_normal(Shape{B, T, D}, rng, 0.f, 1.f).requires_grad_();
+  StepCost c = measure_step(
+      [&] {
+        backward(mean(mixer->forward(x)));
+        mixer->zero_grad();
+        x.zero_grad();
+      },
+      repeats);
+  return {family + " mixer", T, c, double(B * T) / (c.ms * 1e-3)};
+}
+
+Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  Rng rng(2);
+  const Shape s{B, T, H, D / H};
+  Tensor q = init_normal(s, rng, 0.f, 1.f).requires_grad_(), k = init_normal(s, rng, 0.f, 1.f).requires_grad_(),
+         v = init_normal(s, rng, 0.f, 1.f).requires_grad_();
+  AttentionOptions opt;
+  StepCost c = measure_step(
+      [&] {
+        Tensor o = fused ? attention(q, k, v, opt) : attention_naive(q, k, v, opt);
+        backward(mean(o));
+        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      },
+      repeats);
+  return {fused ? "attention kernel (fused)" : "attention kernel (naive)", T, c, double(B * T) / (c.ms * 1e-3)};
+}
+}  // namespace
+
+int bench_mixers(const po::variables_map& vm) {
+  const std::vector<int64_t> lens = parse_sizes(vm["seq-lens"].as<std::string>(), "--seq-lens");
+  const int64_t B = vm["batch"].as<int>(), D = vm["d-model"].as<int>(), H = vm["heads"].as<int>();
+  const int repeats = vm["repeats"].as<int>();
+  const bool json = vm["json"].as<bool>(), naive = vm["naive"].as<bool>();
+  if (D % H != 0)
+    throw UsageError("--d-model " + std::to_string(D) + " must be divisible by --heads " + std::to_string(H));
+  std::vector<Row> rows;
+  if (!json)
+    std::printf("mixer forward+backward, B=%lld D=%lld H=%lld, median of %d, %d threads, load average %.2f\n"
+                "%-26s %6s %10s %12s %12s\n", (long long)B, (long long)D, (long long)H, repeats,
+                num_threads(), load_average(), "what", "T", "ms", "tokens/s", "peak MB");
+  auto show = [&](const Row& r) {
+    rows.push_back(r);
+    if (!json) {
+      std::printf("%-26s %6lld %10.2f %12.0f %12.1f\n", r.what.c_str(), (long long)r.T, r.cost.ms,
+                  r.tokens_per_s, r.cost.peak_mb);
+      std::fflush(stdout);
+    }
+  };
+  for (const std::string family : {"attention", "linear", "mamba"})
+    for (int64_t T : lens) show(mixer_row(family, B, T, D, H, repeats));
+  for (int64_t T : lens) {
+    show(kernel_row(true, B, T, D, H, repeats));
+    if (naive) show(kernel_row(false, B, T, D, H, repeats));
+  }
+  if (json) {
+    std::string s = "{\"benchmark\": \"mixers\", \"batch\": " + std::to_string(B) + ", \"d_model\": " +
+                    std::to_string(D) + ", \"heads\": " + std::to_string(H) + ", \"threads\": " +
+                    std::to_string(num_threads()) + ", \"rows\": [";
+    for (size_t i = 0; i < rows.size(); ++i)
+      s += std::string(i ? ", " : "") + "{\"what\": " + json_quote(rows[i].what) + ", \"T\": " +
+           std::to_string(rows[i].T) + ", \"ms\": " + json_number(rows[i].cost.ms) +
+           ", \"tokens_per_s\": " + json_number(rows[i].tokens_per_s) + ", \"peak_mb\": " +
+           json_number(rows[i].cost.peak_mb) + "}";
+    std::fputs((s + "]}\n").c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace tri::cli
