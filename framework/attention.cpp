@@ -100,7 +100,8 @@ void gemm_columns(int64_t M, int64_t K, const float* a, int64_t a_m, int64_t a_k
   int64_t m = 0;
   for (; m + MR <= M; m += MR)
     gemm_block<MR, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
-  for (; m < M; ++m) gemm_block<1, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
+  for (; m < M; ++m)
+    gemm_block<1, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
 }
 
 // C[M x N] (+)= A[M x K] B[K x N] for the small products of a tile; N a multiple of 16.
@@ -134,13 +135,16 @@ struct Geometry {
   // ALiBi slope of head h for base-2 scores.
   float slope2(int64_t h) const { return slopes.empty() ? 0.f : slopes[size_t(h)] * kLog2e; }
   // Offset of time t of head bh = (b, h) in a tensor [B, T, H, Dh].
-  int64_t at(int64_t T, int64_t bh, int64_t t) const { return ((bh / H * T + t) * H + bh % H) * Dh; }
+  int64_t at(int64_t T, int64_t bh, int64_t t) const {
+    return ((bh / H * T + t) * H + bh % H) * Dh;
+  }
 };
 
 // n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
 void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
   std::memset(dst, 0, sizeof(float) * size_t(rows * g.Dp));
-  for (int64_t t = 0; t < n; ++t) std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
+  for (int64_t t = 0; t < n; ++t)
+    std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
 }
 
 // The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
@@ -148,7 +152,8 @@ void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, 
   std::memset(dst, 0, sizeof(float) * size_t(g.Dp * cols));
   for (int64_t t0 = 0; t0 < n; t0 += kTile)  // by blocks of rows, so the reads stay in L1
     for (int64_t d = 0; d < g.Dh; ++d)
-      for (int64_t t = t0; t < std::min(n, t0 + kTile); ++t) dst[d * cols + t] = src[t * g.stride() + d];
+      for (int64_t t = t0; t < std::min(n, t0 + kTile); ++t)
+        dst[d * cols + t] = src[t * g.stride() + d];
 }
 
 // Base-2 scores of query row `pos` against the key tile starting at j0, in place:
@@ -251,7 +256,8 @@ struct BackwardScratch {
   }
 };
 
-// Adds the transposed tile acc [Dp][kTile] into rows j0 .. j0 + n of head bh of grad [B, Tk, H, Dh].
+// Adds the transposed tile acc [Dp][kTile] into rows j0 .. j0 + n of head bh of grad
+// [B, Tk, H, Dh].
 void add_transposed(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
                     float* grad) {
   for (int64_t j = 0; j < n; ++j) {

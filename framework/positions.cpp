@@ -87,7 +87,7 @@ Tensor sinusoidal_positions(int64_t T, int64_t D, int64_t offset) {
   Tensor pe = Tensor::empty(Shape{T, D});
   float* p = pe.data();
   for (int64_t c = 0; c < D; ++c) {
-    const double freq = std::pow(10000.0, -double(c / 2 * 2) / double(D));  // 2i = c rounded down to even
+    const double freq = std::pow(10000.0, -double(c / 2 * 2) / double(D));  // 2i: c made even
     for (int64_t t = 0; t < T; ++t) {
       const double angle = double(offset + t) * freq;
       p[t * D + c] = float(c % 2 == 0 ? std::sin(angle) : std::cos(angle));

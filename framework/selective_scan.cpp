@@ -278,12 +278,10 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
   const int64_t nblk = (E + kLanes - 1) / kLanes, Epad = nblk * kLanes;
   const int64_t nchunks = (T + kChunk - 1) / kChunk;
   const int64_t blk0 = g * G, nb = std::min(G, nblk - blk0);
-  std::memset(w.carry, 0, sizeof(float) * size_t(nb * nl));
-  std::memset(w.dA, 0, sizeof(float) * size_t(nb * nl));
-  std::memset(w.dB, 0, sizeof(float) * size_t(nb * nl));
-  std::memset(w.dC, 0, sizeof(float) * size_t(nb * nl));
-  std::memset(w.dD, 0, sizeof(float) * size_t(nb * kLanes));
-  std::memset(w.dbias, 0, sizeof(float) * size_t(nb * kLanes));
+  for (float* lane_sums : {w.carry, w.dA, w.dB, w.dC})
+    std::fill(lane_sums, lane_sums + nb * nl, 0.f);
+  std::fill(w.dD, w.dD + nb * kLanes, 0.f);
+  std::fill(w.dbias, w.dbias + nb * kLanes, 0.f);
   BlockParams p;
   p.A = w.A, p.B = w.B, p.C = w.C;
   for (int64_t c = nchunks - 1; c >= 0; --c) {

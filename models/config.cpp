@@ -50,6 +50,9 @@ void ModelConfig::validate() const {
     if (a_init != "s4d-real" && ssm_selective)
       throw Error("config: a_init '" + a_init +
                   "' needs ssm_selective = false (with a selective SSM only s4d-real)");
+    if (a_init == "s4d-lin" && d_state % 2 != 0)
+      throw Error("config: a_init 's4d-lin' needs an even d_state (N/2 complex modes), got " +
+                  std::to_string(d_state));
     return;
   }
   // attention and linear attention

@@ -28,7 +28,8 @@ struct ModelConfig {
   int64_t expand = 2;
   int64_t dt_rank = 0;               // 0 means ceil(d_model / 16)
   bool ssm_selective = true;         // false: dt, B, C learned and input-independent (LTI, S4D-like)
-  std::string a_init = "s4d-real";   // s4d-real | s4d-lin | hippo-legs (hippo-legs needs ssm_selective=false)
+  std::string a_init = "s4d-real";   // s4d-real | s4d-lin | hippo-legs (the last two: dense fixed A,
+                                     // need ssm_selective=false; s4d-lin an even d_state)
 
   int64_t head_dim() const { return d_model / n_heads; }
   int64_t d_inner() const { return expand * d_model; }
