@@ -20,6 +20,7 @@
 #include <string>
 
 #include "attention.hpp"
+#include "vec_math.hpp"
 #include "autograd.hpp"
 #include "ops.hpp"
 
@@ -31,24 +32,6 @@ namespace {
 constexpr int64_t kTile = 64;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// 2^x for the softmax's arguments (x <= 0, scores kept in base 2), in a form GCC vectorises:
-// 2^x = 2^n 2^f, n = round(x) (by the 1.5 * 2^23 trick, which leaves n in the low mantissa
-// bits), f in [-1/2, 1/2], 2^f by a degree-5 minimax polynomial (relative error 2.2e-7).
-// Below -126.5 the result is exactly 0, and so it is for the masked scores, -inf.
-inline float exp2_neg(float x) {
-  x = x < -127.f ? -127.f : x;
-  const float shifted = x + 0x1.8p23f;
-  const float n = shifted - 0x1.8p23f, f = x - n;
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(0x1.8p23f);
-  float p = 1.3276472e-3f;
-  p = p * f + 9.6755410e-3f;
-  p = p * f + 5.5507131e-2f;
-  p = p * f + 2.4022120e-1f;
-  p = p * f + 6.9314694e-1f;
-  p = p * f + 1.0000001f;
-  return p * std::bit_cast<float>((ni + 127) << 23);  // n = -127: 2^n is 0
-}
 
 // Max and sum of one tile row (kTile values): 16 lanes, then across them, in a fixed order.
 inline float row_max(const float* x) {

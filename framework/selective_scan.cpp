@@ -13,6 +13,7 @@
 // (dA, dD, d delta_bias, time-invariant dB, dC) go to per-batch partials. All partials are
 // combined in a fixed order, so results are bit-identical at any thread count.
 #include "selective_scan.hpp"
+#include "vec_math.hpp"
 
 #include <omp.h>
 
@@ -32,54 +33,6 @@ namespace {
 constexpr int kLanes = 16;       // channels per block: one AVX-512 vector of floats
 constexpr int64_t kChunk = 64;   // steps between saved states
 constexpr int64_t kMaxGroup = 8; // blocks per backward work item (their dB, dC sum lane-wise)
-
-// ---- vectorisable math: no libm calls, so GCC vectorises the loops that use them ----------
-
-// exp(x) to about 1 ulp (Cephes expf): 2^k p(r) with r = x - k ln2 in [-ln2/2, ln2/2].
-// x is clamped to [-87.3, 88.3]: below, the result is 1.2e-38 instead of 0 (or a denormal);
-// above, 2e38 instead of overflowing.
-inline float exp_approx(float x) {
-  const float xc = std::min(std::max(x, -87.3f), 88.3f);
-  const float k = (xc * 1.44269504f + 12582912.f) - 12582912.f;  // round to nearest integer
-  const float r = (xc - k * 0.693359375f) + k * 2.12194440e-4f;  // ln2 in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.f;
-  const float scale = std::bit_cast<float>((int32_t(k) + 127) << 23);
-  return p * scale;
-}
-
-// log(1 + w) for w in [0, 1] (Cephes logf polynomial on 1 + f, f in [sqrt(1/2) - 1, sqrt(2) - 1],
-// f taken from w without forming 1 + w, so small w keeps its relative precision).
-inline float log1p_unit(float w) {
-  const bool hi = w > 0.41421356f;
-  const float f = hi ? (w - 1.f) * 0.5f : w;  // hi: 1 + w = 2 (1 + f)
-  const float z = f * f;
-  float p = 7.0376836292e-2f;
-  p = p * f - 1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f - 1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f - 1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f - 2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
-  float y = p * f * z - 0.5f * z;
-  if (hi) y -= 2.12194440e-4f;
-  return f + y + (hi ? 0.693359375f : 0.f);
-}
-
-inline float sigmoid_approx(float x) { return 1.f / (1.f + exp_approx(-x)); }
-
-// PyTorch's softplus (threshold 20): x above it, else log(1 + e^x) = max(x, 0) + log1p(e^-|x|).
-inline float softplus_approx(float x) {
-  const float sp = std::max(x, 0.f) + log1p_unit(exp_approx(-std::fabs(x)));
-  return x > 20.f ? x : sp;
-}
 
 // ---- arguments ---------------------------------------------------------------------------
 

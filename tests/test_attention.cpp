@@ -10,35 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/attention.hpp"
 #include "framework/autograd.hpp"
 #include "framework/ops.hpp"
 #include "gradcheck.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 using gradcheck::param;
 using V = std::vector<Tensor>;
 using AttentionFn = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
 
 namespace {
 
-// max|a - b| / max(1, max|b|): relative to the reference's scale, absolute below 1.
-double scaled_err(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  double diff = 0, ref = 1;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    diff = std::max(diff, double(std::fabs(a.data()[i] - b.data()[i])));
-    ref = std::max(ref, double(std::fabs(b.data()[i])));
-  }
-  return diff / ref;
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (a.data()[i] != b.data()[i]) return false;
-  return true;
-}
 
 // The output and d(sum(out * gout)) / d(q, k, v) of one attention function.
 struct Result {

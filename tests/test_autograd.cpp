@@ -8,26 +8,18 @@
 #include <utility>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/module.hpp"
 #include "framework/ops.hpp"
 #include "gradcheck.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 using gradcheck::param;
 
 namespace {
 
-// The message of the tri::Error that fn throws ("" if it throws none).
-template <class F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

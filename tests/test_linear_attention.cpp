@@ -8,26 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/linear_attention.hpp"
 #include "framework/ops.hpp"
 #include "gradcheck.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 using gradcheck::param;
 
 namespace {
 
-// max|a - b| / max(1, max|b|): relative to the reference's scale, absolute below 1.
-double rel_err(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  double num = 0, scale = 1;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    num = std::max(num, double(std::fabs(a.data()[i] - b.data()[i])));
-    scale = std::max(scale, double(std::fabs(b.data()[i])));
-  }
-  return num / scale;
-}
 
 // Raw inputs of one problem: the features are computed from them with ops, so the gradients
 // checked are those reaching the raw tensors through the kernel and the feature maps.
@@ -99,10 +91,10 @@ TEST_CASE("linear_attention: fused matches the naive reference, forward and ever
       Problem p(s.B, s.T, s.H, s.Dk, s.Dv, sep, 10 * s.T + sep);
       Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.Dv}, 7);
       Result f = forward_backward(p, fused, w), n = forward_backward(p, naive, w);
-      CHECK(rel_err(f.out, n.out) < 1e-5);
+      CHECK(scaled_err(f.out, n.out) < 1e-5);
       for (size_t i = 0; i < f.grads.size(); ++i) {
         INFO("gradient of " << kLeafNames[i]);
-        CHECK(rel_err(f.grads[i], n.grads[i]) < 1e-5);
+        CHECK(scaled_err(f.grads[i], n.grads[i]) < 1e-5);
       }
     }
 }
@@ -113,8 +105,8 @@ TEST_CASE("linear_attention: passing q, k as their own normaliser features equal
   auto explicit_den = [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&,
                          const Tensor&) { return linear_attention(q, k, v, q, k); };
   Result a = forward_backward(p, fused, w), b = forward_backward(p, explicit_den, w);
-  CHECK(rel_err(a.out, b.out) == 0);
-  for (size_t i = 0; i < a.grads.size(); ++i) CHECK(rel_err(a.grads[i], b.grads[i]) < 1e-6);
+  CHECK(scaled_err(a.out, b.out) == 0);
+  for (size_t i = 0; i < a.grads.size(); ++i) CHECK(scaled_err(a.grads[i], b.grads[i]) < 1e-6);
 }
 
 TEST_CASE("linear_attention: gradients match finite differences") {
@@ -168,7 +160,7 @@ TEST_CASE("linear_attention: stepping token by token equals the parallel forward
       for (int64_t t = 0; t < T; ++t)
         outs.push_back(linear_attention_step(token(q, t), token(k, t), token(v, t), S, z,
                                              token(qd, t), token(kd, t)));
-      CHECK(rel_err(concat(outs, 1), full) == 0);
+      CHECK(scaled_err(concat(outs, 1), full) == 0);
     }
 }
 
@@ -206,8 +198,8 @@ TEST_CASE("linear_attention: results repeat bit for bit, at any thread count") {
   Result two = forward_backward(p, fused, w), again = forward_backward(p, fused, w);
   omp_set_num_threads(threads);
   for (const Result* r : {&two, &again}) {
-    CHECK(rel_err(r->out, one.out) == 0);
-    for (size_t i = 0; i < one.grads.size(); ++i) CHECK(rel_err(r->grads[i], one.grads[i]) == 0);
+    CHECK(scaled_err(r->out, one.out) == 0);
+    for (size_t i = 0; i < one.grads.size(); ++i) CHECK(scaled_err(r->grads[i], one.grads[i]) == 0);
   }
 }
 

@@ -20,24 +20,16 @@
 
 #include <unistd.h>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/state_io.hpp"
 #include "models/lm.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 
 namespace {
-
-template <class F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 ModelConfig small(const std::string& family, const std::string& pos = "none") {
   ModelConfig c;

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/optim.hpp"
 #include "framework/rng.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 
 namespace {
 
@@ -53,10 +55,6 @@ std::vector<Parameter> deep_copy(const std::vector<Parameter>& params) {
     out.push_back({p.name, t, p.decay});
   }
   return out;
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && std::equal(a.data(), a.data() + a.numel(), b.data());
 }
 
 std::vector<double> to_double(const Tensor& t) { return {t.data(), t.data() + t.numel()}; }

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/attention.hpp"
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/ops.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 
 namespace {
 
@@ -22,16 +24,6 @@ namespace {
 // and an exp, computed in another order than torch's; each value carries a few 1e-7 of
 // rounding, so 1e-5 leaves a wide margin while a wrong mask, bias or scale errs by > 1e-2.
 constexpr double kTol = 1e-5;
-
-double scaled_err(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  double diff = 0, ref = 1;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    diff = std::max(diff, double(std::fabs(a.data()[i] - b.data()[i])));
-    ref = std::max(ref, double(std::fabs(b.data()[i])));
-  }
-  return diff / ref;
-}
 
 struct Errors {
   double out = 0, grad = 0;

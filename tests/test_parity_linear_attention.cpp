@@ -10,25 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/linear_attention.hpp"
 #include "framework/ops.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 
 namespace {
 
-// max|a - b| / max(1, max|b|), as in test_parity_ops.
-double rel_err(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  double num = 0, scale = 1;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    num = std::max(num, double(std::fabs(a.data()[i] - b.data()[i])));
-    scale = std::max(scale, double(std::fabs(b.data()[i])));
-  }
-  return num / scale;
-}
 
 // Each output is a ratio of two sums of up to T * Dk = 9600 products, accumulated in another
 // order than torch's (a running state here, blocked GEMMs or prefix sums there); the errors
@@ -55,10 +47,10 @@ TEST_CASE("linear_attention parity with PyTorch: output and every gradient") {
                      : linear_attention(in[0], in[1], in[2], Tensor(), Tensor(), eps);
     backward(sum(mul(out, f.read(c + "/gout"))));
     for (const std::string suffix : {"", "_cumsum"}) {
-      const double fwd = rel_err(out, f.read(c + "/out" + suffix));
+      const double fwd = scaled_err(out, f.read(c + "/out" + suffix));
       double bwd = 0;
       for (size_t i = 0; i < in.size(); ++i) {
-        const double e = rel_err(in[i].grad(), f.read(c + "/g_" + names[i] + suffix));
+        const double e = scaled_err(in[i].grad(), f.read(c + "/g_" + names[i] + suffix));
         INFO("gradient of " << names[i] << " vs torch's " << (suffix[0] ? "cumsum" : "quadratic")
                             << " form: " << e);
         CHECK(e < kTolBackward);

@@ -1,0 +1,42 @@
+// Comparisons shared by the test suites.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "framework/tensor.hpp"
+
+namespace trilemma_test {
+
+// max|a - b| / max(1, max|b|): relative to the reference's scale, absolute below 1.
+inline double scaled_err(const tri::Tensor& a, const tri::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double diff = 0, ref = 1;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, double(std::fabs(a.data()[i] - b.data()[i])));
+    ref = std::max(ref, double(std::fabs(b.data()[i])));
+  }
+  return diff / ref;
+}
+
+// Same shape and the same bits.
+inline bool bit_equal(const tri::Tensor& a, const tri::Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), sizeof(float) * size_t(a.numel())) == 0;
+}
+
+// The message of the tri::Error that fn throws ("" if it throws none).
+template <class F>
+std::string error_of(F fn) {
+  try {
+    fn();
+  } catch (const tri::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace trilemma_test
