@@ -45,6 +45,7 @@ struct Row {
   int64_t T;
   StepCost cost;
   double tokens_per_s;
+  int64_t params = 0, state_bytes = 0;  // mixers only: parameters, recurrent state per sequence
 };
 
 Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
@@ -64,7 +65,8 @@ Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_
         x.zero_grad();
       },
       repeats);
-  return {family + " mixer", T, c, double(B * T) / (c.ms * 1e-3)};
+  return {family + " mixer", T, c, double(B * T) / (c.ms * 1e-3), mixer->num_parameters(),
+          mixer->state_bytes(T)};
 }
 
 Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
@@ -94,13 +96,14 @@ int bench_mixers(const po::variables_map& vm) {
   std::vector<Row> rows;
   if (!json)
     std::printf("mixer forward+backward, B=%lld D=%lld H=%lld, median of %d, %d threads, load average %.2f\n"
-                "%-26s %6s %10s %12s %12s\n", (long long)B, (long long)D, (long long)H, repeats,
-                num_threads(), load_average(), "what", "T", "ms", "tokens/s", "peak MB");
+                "%-26s %6s %10s %12s %12s %10s %12s\n", (long long)B, (long long)D, (long long)H, repeats,
+                num_threads(), load_average(), "what", "T", "ms", "tokens/s", "peak MB", "params",
+                "state B/seq");
   auto show = [&](const Row& r) {
     rows.push_back(r);
     if (!json) {
-      std::printf("%-26s %6lld %10.2f %12.0f %12.1f\n", r.what.c_str(), (long long)r.T, r.cost.ms,
-                  r.tokens_per_s, r.cost.peak_mb);
+      std::printf("%-26s %6lld %10.2f %12.0f %12.1f %10lld %12lld\n", r.what.c_str(), (long long)r.T,
+                  r.cost.ms, r.tokens_per_s, r.cost.peak_mb, (long long)r.params, (long long)r.state_bytes);
       std::fflush(stdout);
     }
   };
@@ -118,7 +121,8 @@ int bench_mixers(const po::variables_map& vm) {
       s += std::string(i ? ", " : "") + "{\"what\": " + json_quote(rows[i].what) + ", \"T\": " +
            std::to_string(rows[i].T) + ", \"ms\": " + json_number(rows[i].cost.ms) +
            ", \"tokens_per_s\": " + json_number(rows[i].tokens_per_s) + ", \"peak_mb\": " +
-           json_number(rows[i].cost.peak_mb) + "}";
+           json_number(rows[i].cost.peak_mb) + ", \"params\": " + std::to_string(rows[i].params) +
+           ", \"state_bytes\": " + std::to_string(rows[i].state_bytes) + "}";
     std::fputs((s + "]}\n").c_str(), stdout);
   }
   return 0;
