@@ -13,5 +13,6 @@ std::vector<int64_t> parse_sizes(const std::string& list, const std::string& opt
 double load_average();
 
 int bench_mixers(const po::variables_map& vm);
+int bench_data(const po::variables_map& vm);
 
 }  // namespace tri::cli

@@ -59,6 +59,8 @@ void bench_options(CommandOptions& o);
 int run_bench(const po::variables_map& vm);
 void demo_options(CommandOptions& o);
 int run_demo(const po::variables_map& vm);
+void data_options(CommandOptions& o);
+int run_data(const po::variables_map& vm);
 
 // Hand-written JSON: a quoted, escaped string and a number (null when not finite).
 inline std::string json_quote(const std::string& s) {

@@ -30,7 +30,7 @@ struct Benchmark {
   int (*run)(const po::variables_map&);
 };
 // Adding a benchmark: one row here and its function.
-const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}, {"mixers", bench_mixers}};
+const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}};
 
 std::string benchmark_names() {
   std::string s;

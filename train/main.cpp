@@ -25,6 +25,8 @@ const Command kCommands[] = {
      run_info, true},
     {"bench", "run a benchmark (gemm: framework vs oneDNN vs OpenBLAS GFLOP/s)", bench_options,
      run_bench, false},
+    {"data", "show rows of a synthetic task (copy, selective-copy, mqar, induction, needle)",
+     data_options, run_data, false},
 };
 
 std::string command_names() {
