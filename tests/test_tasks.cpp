@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "data/evaluate.hpp"
 #include "data/metrics.hpp"
 #include "data/tasks.hpp"
 #include "tests/run_binary.hpp"
@@ -373,6 +374,43 @@ TEST_CASE("tasks: copy gen_acc by greedy decoding") {
     return z;
   };
   CHECK(copy_gen_acc(b, eos) == 0.0);
+}
+
+TEST_CASE("tasks: evaluation per sequence length (length generalisation)") {
+  TaskConfig c = config("induction");
+  const int64_t V = c.vocab_size();
+  // An oracle reading the answer from the row (induction: the token after the earlier trigger)
+  // and a model with uniform logits; each records the lengths it was asked about.
+  std::vector<int64_t> seen;
+  auto oracle = [&](const IntTensor& in) {
+    const int64_t B = in.shape[0], T = in.shape[1];
+    seen.push_back(T);
+    Tensor z = Tensor::zeros({B, T, V});
+    for (int64_t b = 0; b < B; ++b) {
+      const int32_t* x = in.v.data() + b * T;
+      int64_t p = 0;
+      while (!(x[p] == 0 && p + 1 < T - 1)) ++p;  // the first trigger is the pair's
+      z.data()[((b * T) + T - 1) * V + x[p + 1]] = 1.f;
+    }
+    return z;
+  };
+  auto uniform = [&](const IntTensor& in) { return Tensor::zeros({in.shape[0], in.shape[1], V}); };
+  const std::vector<int64_t> lengths = {64, 128, 512};
+  std::vector<LengthResult> r = evaluate_lengths(c, lengths, oracle, 3, 2, 8);
+  REQUIRE(r.size() == 3);
+  CHECK(seen == std::vector<int64_t>{64, 64, 128, 128, 512, 512});
+  for (size_t i = 0; i < r.size(); ++i) {
+    CHECK(r[i].seq_len == lengths[i]);
+    CHECK(r[i].score.token_acc == 1.0);
+    CHECK(r[i].score.seq_acc == 1.0);
+    CHECK(r[i].score.scored == 16);  // one scored position per row, 2 batches of 8
+  }
+  for (const LengthResult& u : evaluate_lengths(c, lengths, uniform, 3, 2, 8))
+    CHECK(u.score.loss == doctest::Approx(std::log(double(V))).epsilon(1e-12));
+  // An impossible length fails before any evaluation runs.
+  seen.clear();
+  CHECK_THROWS_AS(evaluate_lengths(c, {64, 2}, oracle, 3, 2, 8), Error);
+  CHECK(seen.empty());
 }
 
 TEST_CASE("tasks: trilemma data show") {
