@@ -1,0 +1,241 @@
+#include "train/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "framework/h5.hpp"
+#include "framework/state_io.hpp"
+
+namespace tri {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFormat = "trilemma-checkpoint";
+// Rng states are a few words; a larger dataset is a corrupt file, not something to allocate.
+constexpr int64_t kMaxRngWords = 64;
+
+// The optimizer's own hyper-parameters, with the current lr.
+std::map<std::string, double> hparams_of(const Optimizer& opt) {
+  std::map<std::string, double> h;
+  if (auto* a = dynamic_cast<const AdamW*>(&opt)) {
+    const AdamWOptions o = a->options();
+    h = {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
+  } else if (auto* s = dynamic_cast<const SGD*>(&opt)) {
+    const SGDOptions o = s->options();
+    h = {{"momentum", o.momentum}, {"dampening", o.dampening},
+         {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov ? 1.0 : 0.0}};
+  }
+  h["lr"] = opt.lr();
+  return h;
+}
+
+std::string slot_path(const std::string& slot, const std::string& param) {
+  return "/optimizer/" + slot + "/" + param;
+}
+
+// fsync on a path opened read-only (a file or a folder); false when either call fails.
+bool fsync_path(const std::string& p, int flags) {
+  const int fd = ::open(p.c_str(), flags);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  return ::close(fd) == 0 && ok;
+}
+
+void write_contents(const std::string& file, const Module& model, const Optimizer& opt,
+                    const CheckpointData& meta) {
+  H5File f(file, H5File::Mode::create);
+  f.set_attr("/", "format", std::string(kFormat));
+  f.set_attr("/", "format_version", kCheckpointFormatVersion);
+  f.set_attr("/", "step", meta.step);
+  f.set_attr("/", "tokens_seen", meta.tokens_seen);
+  for (const auto& [name, value] : meta.config) f.set_attr("/config", name, value);
+
+  save_parameters(f, model, "/model");
+
+  f.set_attr("/optimizer", "name", std::string(opt.name()));
+  f.set_attr("/optimizer", "step", opt.step_count());
+  std::map<std::string, double> h = hparams_of(opt);
+  for (const auto& [name, value] : meta.optimizer_hparams) h[name] = value;
+  for (const auto& [name, value] : h) f.set_attr("/optimizer", name, value);
+  for (const auto& [param, state] : opt.state())
+    for (const auto& [slot, tensor] : state.slots) {
+      f.write(slot_path(slot, param), tensor);
+      f.set_attr(slot_path(slot, param), "step", state.step);
+    }
+
+  for (const auto& [name, words] : meta.rng) f.write_u64("/rng/" + name, words);
+  f.flush();
+}  // closed here, before the fsync
+
+// A config value of any scalar type as text (h5py and future writers may not use strings).
+std::string attr_as_text(const H5File& f, const std::string& obj, const std::string& name) {
+  try {
+    return f.attr_string(obj, name);
+  } catch (const Error&) {
+  }
+  try {
+    return std::to_string(f.attr_int(obj, name));
+  } catch (const Error&) {
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", f.attr_double(obj, name));
+  return buf;
+}
+
+double attr_as_double(const H5File& f, const std::string& obj, const std::string& name) {
+  try {
+    return f.attr_double(obj, name);
+  } catch (const Error&) {
+    return double(f.attr_int(obj, name));
+  }
+}
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw Error("checkpoint " + path + ": " + what);
+}
+
+void require_attr(const H5File& f, const std::string& path, const std::string& obj,
+                  const std::string& name) {
+  if (!f.has_attr(obj, name))
+    bad(path, "missing required attribute '" + name + "' on " + obj);
+}
+
+CheckpointData read_meta(const H5File& f, const std::string& path) {
+  require_attr(f, path, "/", "format");
+  const std::string format = f.attr_string("/", "format");
+  if (format != kFormat)
+    bad(path, "format is '" + format + "', expected '" + kFormat + "'");
+  require_attr(f, path, "/", "format_version");
+  const int64_t version = f.attr_int("/", "format_version");
+  if (version < 1 || version > kCheckpointFormatVersion)
+    bad(path, "format_version " + std::to_string(version) + " is not supported (this reader knows 1.." +
+                  std::to_string(kCheckpointFormatVersion) + ")");
+
+  CheckpointData d;
+  require_attr(f, path, "/", "step");
+  require_attr(f, path, "/", "tokens_seen");
+  d.step = f.attr_int("/", "step");
+  d.tokens_seen = f.attr_int("/", "tokens_seen");
+
+  for (const char* group : {"/config", "/model", "/optimizer", "/rng"})
+    if (!f.exists(group)) bad(path, std::string("missing required group ") + group);
+  for (const std::string& name : f.attr_names("/config"))
+    d.config[name] = attr_as_text(f, "/config", name);
+
+  require_attr(f, path, "/optimizer", "name");
+  require_attr(f, path, "/optimizer", "step");
+  d.optimizer_name = f.attr_string("/optimizer", "name");
+  d.optimizer_step = f.attr_int("/optimizer", "step");
+  for (const std::string& name : f.attr_names("/optimizer"))
+    if (name != "name" && name != "step") d.optimizer_hparams[name] = attr_as_double(f, "/optimizer", name);
+
+  for (const std::string& name : f.list("/rng")) {
+    const std::string p = "/rng/" + name;
+    if (f.shape_of(p).numel() > kMaxRngWords)
+      bad(path, "rng state '" + name + "' has more than " + std::to_string(kMaxRngWords) + " words");
+    d.rng[name] = f.read_u64(p);
+  }
+  return d;
+}
+
+// Opens an existing checkpoint; a missing path and a file HDF5 cannot open get their own message.
+std::unique_ptr<H5File> open_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) bad(path, "no such file");
+  try {
+    return std::make_unique<H5File>(path, H5File::Mode::read);
+  } catch (const Error&) {
+    bad(path, "not a valid HDF5 file (truncated, corrupt or another format)");
+  }
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, const Module& model, const Optimizer& opt,
+                      const CheckpointData& meta) {
+  const std::string where = "write_checkpoint " + path + ": ";
+  if (meta.config.empty()) throw Error(where + "empty config (needed to rebuild the model)");
+  if (meta.rng.empty()) throw Error(where + "no rng state (needed to resume bit for bit)");
+  fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec))
+    throw Error(where + "folder " + folder.string() + " does not exist or is not a folder");
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    write_contents(tmp, model, opt, meta);
+    if (!fsync_path(tmp, O_RDONLY)) throw Error("fsync failed on " + tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("rename " + tmp + " failed");
+  } catch (const std::exception& e) {  // any failure: no temporary file left behind
+    fs::remove(tmp, ec);
+    throw Error(where + e.what());
+  }
+  // The rename is durable only once the folder entry is on disk.
+  if (!fsync_path(folder.string(), O_RDONLY | O_DIRECTORY))
+    throw Error(where + "fsync failed on folder " + folder.string());
+}
+
+CheckpointData read_checkpoint_meta(const std::string& path) {
+  return read_meta(*open_checkpoint(path), path);
+}
+
+CheckpointData read_checkpoint(const std::string& path, Module& model, Optimizer* opt) {
+  std::unique_ptr<H5File> file = open_checkpoint(path);
+  const H5File& f = *file;
+  CheckpointData d = read_meta(f, path);
+
+  // Optimizer slots: checked against the model's parameters and read before anything changes.
+  std::map<std::string, ParamState> states;
+  if (opt) {
+    if (d.optimizer_name != opt->name())
+      bad(path, "optimizer is '" + d.optimizer_name + "' in the file, '" + opt->name() + "' here");
+    std::map<std::string, Shape> shapes;
+    for (const Parameter& p : model.parameters()) shapes[p.name] = p.tensor.shape();
+    const std::vector<std::string>& slots = opt->slot_names();
+    if (!slots.empty()) {
+      const std::string first = "/optimizer/" + slots[0];
+      const std::vector<std::string> params =
+          f.exists(first) ? f.list(first) : std::vector<std::string>{};
+      for (const std::string& param : params) {
+        auto it = shapes.find(param);
+        if (it == shapes.end())
+          bad(path, "optimizer state for unknown parameter '" + param + "'");
+        ParamState s;
+        for (const std::string& slot : slots) {
+          const std::string p = slot_path(slot, param);
+          if (!f.exists(p)) bad(path, "missing optimizer slot " + p);
+          const Shape shape = f.shape_of(p);
+          if (shape != it->second)
+            bad(path, "optimizer slot " + p + " has shape " + shape.str() + ", the parameter has " +
+                          it->second.str());
+          s.slots[slot] = f.read(p);
+        }
+        require_attr(f, path, slot_path(slots[0], param), "step");
+        s.step = f.attr_int(slot_path(slots[0], param), "step");
+        states[param] = std::move(s);
+      }
+    }
+    if (d.optimizer_step < 0) bad(path, "negative optimizer step");
+    auto lr = d.optimizer_hparams.find("lr");
+    if (lr != d.optimizer_hparams.end() && !(lr->second >= 0)) bad(path, "optimizer lr must be >= 0");
+  }
+
+  load_parameters(f, model, "/model");  // checks every name and shape before writing
+  if (opt) {
+    for (const auto& [param, s] : states) opt->restore_state(param, s);
+    opt->set_step_count(d.optimizer_step);
+    auto lr = d.optimizer_hparams.find("lr");
+    if (lr != d.optimizer_hparams.end()) opt->set_lr(lr->second);
+  }
+  return d;
+}
+
+}  // namespace tri

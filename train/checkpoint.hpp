@@ -1,0 +1,54 @@
+// Checkpoints: one HDF5 file with everything needed to resume training bit for bit, in the
+// layout of specs/CHECKPOINT.md:
+//   /                     attrs format="trilemma-checkpoint", format_version=1, step, tokens_seen
+//   /config               attrs: every resolved config value as text, under its CLI name
+//   /model/<name>         float32 parameters, PyTorch names and shapes (framework/state_io.hpp)
+//   /optimizer            attrs name, step and the hyper-parameters
+//   /optimizer/<slot>/<name>   slot tensors (AdamW: exp_avg, exp_avg_sq), each with an int
+//                         attribute `step`: the parameter's own update count
+//   /rng/<name>           uint64 random-number states (parameter init, dropout, data stream)
+// Files are written atomically: a crash leaves either the old file or the new one.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "framework/module.hpp"
+#include "framework/optim.hpp"
+
+namespace tri {
+
+constexpr int64_t kCheckpointFormatVersion = 1;
+
+struct CheckpointData {
+  int64_t step = 0;         // training steps done
+  int64_t tokens_seen = 0;  // training tokens consumed
+  std::map<std::string, std::string> config;  // CLI name -> resolved value as text
+  // Optimizer attributes. On write, name and step come from the optimizer itself and its
+  // hyper-parameters (lr = the current one) are merged with these (these win).
+  std::string optimizer_name;
+  int64_t optimizer_step = 0;
+  std::map<std::string, double> optimizer_hparams;
+  // Random-number states, e.g. "init" -> Rng::state() words, "data" -> {seed, batch index}.
+  std::map<std::string, std::vector<uint64_t>> rng;
+};
+
+// Writes `path` atomically: `<path>.tmp.<pid>` in the same folder, flushed, fsynced, renamed
+// over the target, then the folder fsynced. On failure the temporary file is removed, any
+// existing `path` is left untouched and an Error naming `path` is thrown. `meta.config` and
+// `meta.rng` must not be empty (a checkpoint without them cannot be resumed).
+void write_checkpoint(const std::string& path, const Module& model, const Optimizer& opt,
+                      const CheckpointData& meta);
+
+// Reads a checkpoint into `model` and, when given, `opt` (its slots, per-parameter step
+// counts, step count and lr). Everything is validated first — format, format_version,
+// required fields, every parameter's name and shape, the optimizer's name and slot shapes —
+// so on any Error (naming the file and the field) neither the model nor the optimizer changed.
+CheckpointData read_checkpoint(const std::string& path, Module& model, Optimizer* opt);
+
+// Only the attributes and the rng states, without a model: for `inspect` and for building the
+// model from the saved config before read_checkpoint.
+CheckpointData read_checkpoint_meta(const std::string& path);
+
+}  // namespace tri
