@@ -330,3 +330,25 @@ TEST_CASE("corrupt or mismatched checkpoints are rejected and change nothing") {
   CHECK(same_parameters(fresh.model, snapshot(a.model)));
   CHECK(got.config.at("new_option") == "3");
 }
+
+TEST_CASE("trilemma inspect shows a checkpoint and rejects a bad one") {
+  const ModelConfig c = small_config("mamba");
+  Trained a(c, 1, 2);
+  const fs::path path = scratch("inspect.h5"), text = scratch("inspect.txt");
+  write_checkpoint(path.string(), a.model, a.opt, sample_meta(c));
+  Run r = run("inspect '" + path.string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("step ") != std::string::npos);
+  for (const Parameter& p : a.model.parameters()) {
+    INFO(p.name);
+    CHECK(r.out.find(p.name) != std::string::npos);
+  }
+  CHECK(r.out.find(std::to_string(a.model.num_parameters())) != std::string::npos);  // the total
+
+  write_text(text, "not a checkpoint\n");
+  Run bad = run("inspect '" + text.string() + "'");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find(text.string()) != std::string::npos);
+  Run missing = run("inspect");
+  CHECK(missing.code == 2);
+}

@@ -57,6 +57,8 @@ void info_options(CommandOptions& o);
 int run_info(const po::variables_map& vm);
 void bench_options(CommandOptions& o);
 int run_bench(const po::variables_map& vm);
+void inspect_options(CommandOptions& o);
+int run_inspect(const po::variables_map& vm);
 void demo_options(CommandOptions& o);
 int run_demo(const po::variables_map& vm);
 void data_options(CommandOptions& o);

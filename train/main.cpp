@@ -21,6 +21,8 @@ namespace {
 const Command kCommands[] = {
     {"demo", "the default training run: a small ConvLM learns the lag task", demo_options,
      run_demo, false},
+    {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
+     inspect_options, run_inspect, false},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options,
      run_info, true},
     {"bench", "run a benchmark (gemm: framework vs oneDNN vs OpenBLAS GFLOP/s)", bench_options,
