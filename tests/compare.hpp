@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "framework/rng.hpp"
 #include "framework/tensor.hpp"
 
 namespace trilemma_test {
@@ -37,6 +39,14 @@ std::string error_of(F fn) {
     return e.what();
   }
   return "";
+}
+
+// Token ids [B, T] uniform in [0, V), a pure function of the seed.
+inline tri::IntTensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  tri::Rng rng(seed);
+  std::vector<int32_t> v(size_t(B * T));
+  for (auto& x : v) x = int32_t(rng.below(uint64_t(V)));
+  return tri::IntTensor(tri::Shape{B, T}, v);
 }
 
 }  // namespace trilemma_test

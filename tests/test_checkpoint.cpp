@@ -36,13 +36,6 @@ ModelConfig small_config(const std::string& family, int64_t d_model = 16) {
   return c;
 }
 
-IntTensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> v(size_t(B * T));
-  for (auto& x : v) x = int32_t(rng.below(uint64_t(V)));
-  return IntTensor(Shape{B, T}, v);
-}
-
 void train_step(LanguageModel& m, Optimizer& opt, uint64_t seed) {
   const IntTensor ids = random_ids(2, 8, m.config().vocab, seed);
   const IntTensor targets = random_ids(2, 8, m.config().vocab, seed + 1000);

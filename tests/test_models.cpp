@@ -75,13 +75,6 @@ std::map<std::string, ModelConfig> variants() {
   return v;
 }
 
-IntTensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> v(size_t(B * T));
-  for (auto& x : v) x = int32_t(rng.below(uint64_t(V)));
-  return IntTensor(Shape{B, T}, v);
-}
-
 Tensor random_tensor(const Shape& s, uint64_t seed) {
   Rng rng(seed);
   Tensor t = Tensor::empty(s);
