@@ -66,4 +66,13 @@ void Module::train(bool on) {
   for (auto& c : children_) c.second->train(on);
 }
 
+uint64_t Module::parameters_fnv1a() const {
+  uint64_t h = 1469598103934665603ull;
+  for (const Parameter& p : parameters()) {
+    const auto* b = reinterpret_cast<const unsigned char*>(p.tensor.data());
+    for (size_t i = 0; i < size_t(p.tensor.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 }  // namespace tri

@@ -26,6 +26,9 @@ class Module {
   int64_t num_parameters() const;
   // A table: name, shape, count; one row each and a total.
   std::string parameter_table() const;
+  // FNV-1a over every parameter's bytes in registration order: equal iff bit-identical (up to
+  // hash collisions), for comparing runs.
+  uint64_t parameters_fnv1a() const;
   void zero_grad();
 
   void train(bool on = true);

@@ -1,8 +1,5 @@
 #include "train/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -10,6 +7,7 @@
 
 #include "framework/h5.hpp"
 #include "framework/state_io.hpp"
+#include "train/atomic_file.hpp"
 
 namespace tri {
 
@@ -40,14 +38,6 @@ std::string slot_path(const std::string& slot, const std::string& param) {
   return "/optimizer/" + slot + "/" + param;
 }
 
-// fsync on a path opened read-only (a file or a folder); false when either call fails.
-bool fsync_path(const std::string& p, int flags) {
-  const int fd = ::open(p.c_str(), flags);
-  if (fd < 0) return false;
-  const bool ok = ::fsync(fd) == 0;
-  return ::close(fd) == 0 && ok;
-}
-
 void write_contents(const std::string& file, const Module& model, const Optimizer& opt,
                     const CheckpointData& meta) {
   H5File f(file, H5File::Mode::create);
@@ -71,6 +61,7 @@ void write_contents(const std::string& file, const Module& model, const Optimize
     }
 
   for (const auto& [name, words] : meta.rng) f.write_u64("/rng/" + name, words);
+  for (const auto& [name, value] : meta.run) f.set_attr("/run", name, value);
   f.flush();
 }  // closed here, before the fsync
 
@@ -142,6 +133,8 @@ CheckpointData read_meta(const H5File& f, const std::string& path) {
       bad(path, "rng state '" + name + "' has more than " + std::to_string(kMaxRngWords) + " words");
     d.rng[name] = f.read_u64(p);
   }
+  if (f.exists("/run"))
+    for (const std::string& name : f.attr_names("/run")) d.run[name] = attr_as_double(f, "/run", name);
   return d;
 }
 
@@ -163,24 +156,11 @@ void write_checkpoint(const std::string& path, const Module& model, const Optimi
   const std::string where = "write_checkpoint " + path + ": ";
   if (meta.config.empty()) throw Error(where + "empty config (needed to rebuild the model)");
   if (meta.rng.empty()) throw Error(where + "no rng state (needed to resume bit for bit)");
-  fs::path folder = fs::path(path).parent_path();
-  if (folder.empty()) folder = ".";
-  std::error_code ec;
-  if (!fs::is_directory(folder, ec))
-    throw Error(where + "folder " + folder.string() + " does not exist or is not a folder");
-
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
-    write_contents(tmp, model, opt, meta);
-    if (!fsync_path(tmp, O_RDONLY)) throw Error("fsync failed on " + tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("rename " + tmp + " failed");
-  } catch (const std::exception& e) {  // any failure: no temporary file left behind
-    fs::remove(tmp, ec);
-    throw Error(where + e.what());
+    write_atomically(path, [&](const std::string& tmp) { write_contents(tmp, model, opt, meta); });
+  } catch (const Error& e) {
+    throw Error("write_checkpoint " + std::string(e.what()));
   }
-  // The rename is durable only once the folder entry is on disk.
-  if (!fsync_path(folder.string(), O_RDONLY | O_DIRECTORY))
-    throw Error(where + "fsync failed on folder " + folder.string());
 }
 
 CheckpointData read_checkpoint_meta(const std::string& path) {

@@ -7,6 +7,8 @@
 //   /optimizer/<slot>/<name>   slot tensors (AdamW: exp_avg, exp_avg_sq), each with an int
 //                         attribute `step`: the parameter's own update count
 //   /rng/<name>           uint64 random-number states (parameter init, dropout, data stream)
+//   /run                  attrs: the training run's bookkeeping (best evaluation, elapsed time);
+//                         optional, as readers ignore fields they do not know
 // Files are written atomically: a crash leaves either the old file or the new one.
 #pragma once
 #include <cstdint>
@@ -32,11 +34,12 @@ struct CheckpointData {
   std::map<std::string, double> optimizer_hparams;
   // Random-number states, e.g. "init" -> Rng::state() words, "data" -> {seed, batch index}.
   std::map<std::string, std::vector<uint64_t>> rng;
+  // The run's bookkeeping: e.g. "best_eval_acc", "best_step", "elapsed_s".
+  std::map<std::string, double> run;
 };
 
-// Writes `path` atomically: `<path>.tmp.<pid>` in the same folder, flushed, fsynced, renamed
-// over the target, then the folder fsynced. On failure the temporary file is removed, any
-// existing `path` is left untouched and an Error naming `path` is thrown. `meta.config` and
+// Writes `path` atomically (train/atomic_file.hpp): on failure any existing `path` is left
+// untouched, no temporary file remains and an Error naming `path` is thrown. `meta.config` and
 // `meta.rng` must not be empty (a checkpoint without them cannot be resumed).
 void write_checkpoint(const std::string& path, const Module& model, const Optimizer& opt,
                       const CheckpointData& meta);

@@ -6,61 +6,14 @@
 #include <string>
 
 #include "data/tasks.hpp"
-#include "train/cli.hpp"
+#include "train/run_config.hpp"
 
 namespace tri::cli {
 
 namespace {
 
-std::vector<int64_t> parse_distances(const std::string& list) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    const size_t end = std::min(list.find(',', pos), list.size());
-    const std::string item = list.substr(pos, end - pos);
-    char* rest = nullptr;
-    const long long v = std::strtoll(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v < 1)
-      throw UsageError("--distance: '" + item + "' in '" + list +
-                       "' is not a distance (allowed: positive integers, comma-separated)");
-    out.push_back(v);
-    pos = end + 1;
-  }
-  return out;
-}
-
 void check_action(const std::string& a) {
   if (a != "show") throw UsageError("data: unknown action '" + a + "' (allowed: show)");
-}
-
-void check_task(const std::string& t) {
-  for (const std::string& n : task_names())
-    if (n == t) return;
-  std::string names;
-  for (const std::string& n : task_names()) names += (names.empty() ? "" : ", ") + n;
-  throw UsageError("--task '" + t + "' unknown (allowed: " + names + ")");
-}
-
-// The task options as a TaskConfig; the option named in a config error is the message's subject.
-TaskConfig task_config(const po::variables_map& vm) {
-  TaskConfig c;
-  c.task = vm["task"].as<std::string>();
-  c.seq_len = vm["seq-len"].as<long>();
-  c.vocab = vm["vocab"].as<long>();
-  c.alphabet = vm["alphabet"].as<long>();
-  c.min_len = vm["min-len"].as<long>();
-  c.max_len = vm["max-len"].as<long>();
-  c.num_tokens = vm["num-tokens"].as<long>();
-  c.num_kv_pairs = vm["num-kv-pairs"].as<long>();
-  c.power_a = vm["power-a"].as<double>();
-  c.random_fillers = vm["random-fillers"].as<bool>();
-  c.distances = parse_distances(vm["distance"].as<std::string>());
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  return c;
 }
 
 std::string token_names(const TaskConfig& c) {
@@ -111,25 +64,9 @@ void print_row(const Batch& batch, int64_t b, int64_t width) {
 void data_options(CommandOptions& o) {
   o.named.add_options()
       ("action", po::value<std::string>()->value_name("ACTION")->required()->notifier(check_action),
-       "what to do, also the first positional argument: show")
-      ("task", po::value<std::string>()->value_name("NAME")->required()->notifier(check_task),
-       "copy, selective-copy, mqar, induction or needle")
-      ("seq-len", po::value<long>()->value_name("N")->default_value(0),
-       "row length; 0 = the task's default (copy 2*max-len+3, mqar 128, others 256)")
-      ("vocab", po::value<long>()->value_name("N")->default_value(0),
-       "vocabulary (selective-copy, mqar, induction, needle); 0 = default (16; mqar and needle 8192)")
-      ("alphabet", po::value<long>()->value_name("N")->default_value(26), "copy: alphabet size")
-      ("min-len", po::value<long>()->value_name("N")->default_value(5), "copy: shortest string")
-      ("max-len", po::value<long>()->value_name("N")->default_value(20), "copy: longest string")
-      ("num-tokens", po::value<long>()->value_name("M")->default_value(16),
-       "selective-copy: data tokens to copy")
-      ("num-kv-pairs", po::value<long>()->value_name("K")->default_value(8), "mqar: key-value pairs")
-      ("power-a", po::value<double>()->value_name("A")->default_value(0.01, "0.01"),
-       "mqar: query gaps drawn with p(i) ~ i^(a-1)")
-      ("random-fillers", po::value<bool>()->value_name("BOOL")->default_value(false, "false"),
-       "mqar: fill the query region with random tokens instead of 0")
-      ("distance", po::value<std::string>()->value_name("LIST")->default_value("4,16,64,128,250"),
-       "needle: key-query distances, comma-separated; row i uses the (i mod count)-th")
+       "what to do, also the first positional argument: show");
+  add_task_options(o.named);
+  o.named.add_options()
       ("rows", po::value<int>()->value_name("N")->default_value(3)->notifier(in_range("rows", 1, 1000)),
        "rows to print")
       ("seed", po::value<long>()->value_name("S")->default_value(0), "base seed of the streams")
@@ -144,7 +81,9 @@ void data_options(CommandOptions& o) {
 }
 
 int run_data(const po::variables_map& vm) {
-  const TaskConfig c = task_config(vm);
+  po::options_description task_options;
+  add_task_options(task_options);
+  const TaskConfig c = task_config(config_text(vm, task_options));
   const int rows = vm["rows"].as<int>();
   const long index = vm["batch"].as<long>();
   if (index < 0) throw UsageError("--batch " + std::to_string(index) + " is negative (allowed: >= 0)");

@@ -31,17 +31,6 @@ void demo_options(CommandOptions& o) {
       ("log-every", po::value<int>()->default_value(50)->notifier(in_range<int>("log-every", 1, 1000000)), "steps between log lines");
 }
 
-namespace {
-uint64_t checksum(const Module& m) {  // FNV-1a over every parameter's bytes
-  uint64_t h = 1469598103934665603ull;
-  for (const Parameter& p : m.parameters()) {
-    const auto* b = reinterpret_cast<const unsigned char*>(p.tensor.data());
-    for (size_t i = 0; i < size_t(p.tensor.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
-  return h;
-}
-}  // namespace
-
 int run_demo(const po::variables_map& vm) {
   const int steps = vm["steps"].as<int>(), B = vm["batch"].as<int>(), T = vm["seq-len"].as<int>();
   const int lag = vm["lag"].as<int>(), log_every = vm["log-every"].as<int>();
@@ -95,7 +84,7 @@ int run_demo(const po::variables_map& vm) {
   std::printf("eval: loss %.6f  token_acc %.4f  (%lld held-out positions)\n", eval_loss,
               score.accuracy(), (long long)score.scored);
   std::printf("final: train_loss %a  eval_loss %a  params_fnv1a %016llx\n", loss, eval_loss,
-              (unsigned long long)checksum(model));
+              (unsigned long long)model.parameters_fnv1a());
   return 0;
 }
 
