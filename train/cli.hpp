@@ -63,6 +63,12 @@ void demo_options(CommandOptions& o);
 int run_demo(const po::variables_map& vm);
 void data_options(CommandOptions& o);
 int run_data(const po::variables_map& vm);
+void train_options(CommandOptions& o);
+int run_train(const po::variables_map& vm);
+void eval_options(CommandOptions& o);
+int run_eval(const po::variables_map& vm);
+void generate_options(CommandOptions& o);
+int run_generate(const po::variables_map& vm);
 
 // Hand-written JSON: a quoted, escaped string and a number (null when not finite).
 inline std::string json_quote(const std::string& s) {

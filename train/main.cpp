@@ -19,6 +19,12 @@ namespace {
 
 // Adding a command: write train/cmd_<name>.cpp, declare its pair in cli.hpp, add one row here.
 const Command kCommands[] = {
+    {"train", "train a model on a task into a run folder (checkpoints, metrics, summary); --resume DIR",
+     train_options, run_train, false},
+    {"eval", "evaluate a checkpoint on its task, at one or several lengths (--lengths); --json, --dump",
+     eval_options, run_eval, false},
+    {"generate", "greedy decoding through the recurrent state: copy rows of the eval stream, or --prompt",
+     generate_options, run_generate, false},
     {"demo", "the default training run: a small ConvLM learns the lag task", demo_options,
      run_demo, false},
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",

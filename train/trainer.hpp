@@ -1,0 +1,72 @@
+// A training run: a LanguageModel learning a synthetic task with AdamW (or SGD), a warm-up +
+// cosine schedule and gradient clipping, evaluated on the task's held-out stream, with
+// checkpoints, metrics files and a summary in its run folder:
+//   config.ini      the resolved config (readable again with --config)
+//   metrics.jsonl   one JSON object per row: training rows every --log-every steps, evaluation
+//   metrics.csv     rows every --eval-every steps; the same rows as CSV
+//   last.h5         the latest checkpoint (every --checkpoint-every steps, at the end, on
+//                   SIGINT/SIGTERM); best.h5 at the best evaluation; step-NNNNNNN.h5 with --keep
+//   summary.json    the outcome, written when the run stops for any reason
+// Step s trains on batch s of the task's training stream, so a resumed run sees exactly the
+// batches an uninterrupted one would and reaches the same bits.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "data/metrics.hpp"
+#include "framework/optim.hpp"
+#include "models/lm.hpp"
+#include "train/checkpoint.hpp"
+#include "train/run_config.hpp"
+#include "train/run_log.hpp"
+
+namespace tri::cli {
+
+class Trainer {
+ public:
+  // `config` is resolved (run_config.hpp); `dir` is the run folder and exists.
+  Trainer(const ConfigMap& config, const std::string& dir);
+
+  // Continues from a checkpoint of this run: parameters, optimizer state, step, bookkeeping.
+  void resume(const std::string& checkpoint);
+
+  // Trains until --steps, the early-stop accuracy, step `stop_at` (0: no such stop) or
+  // SIGINT/SIGTERM, always leaving last.h5 and summary.json behind. Returns the exit code:
+  // 0, or 128 + the signal number after an interruption.
+  int run(int64_t stop_at);
+
+  const LanguageModel& model() const { return *model_; }
+
+ private:
+  ConfigMap config_;
+  std::string dir_;
+  TaskConfig task_;
+  ModelConfig model_config_;
+  TrainConfig tc_;
+  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<LrSchedule> schedule_;
+  uint64_t train_stream_;
+
+  // Progress, saved in every checkpoint.
+  int64_t step_ = 0, tokens_seen_ = 0;
+  double best_acc_ = -1;
+  int64_t best_step_ = -1;
+  bool early_stopped_ = false;
+  double elapsed_before_ = 0;  // seconds spent by earlier invocations of this run
+
+  // This invocation.
+  std::chrono::steady_clock::time_point started_;
+  double last_loss_ = NAN;
+  TaskScore last_eval_;
+  int64_t last_eval_step_ = -1;
+
+  double elapsed() const;
+  TaskScore evaluate();
+  CheckpointData checkpoint_data() const;
+  void save_checkpoint(Progress& progress);
+  void write_summary(const std::string& status) const;
+};
+
+}  // namespace tri::cli
