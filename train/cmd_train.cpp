@@ -26,7 +26,7 @@ po::options_description run_options() {
       ("out", po::value<std::string>()->value_name("DIR")->default_value(""),
        "run folder; empty = checkpoints/<run-name>")
       ("run-name", po::value<std::string>()->value_name("NAME")->default_value(""),
-       "empty = <model>-<task>-<date>-<time>");
+       "empty = the --out folder's name, or <model>-<task>-<date>-<time>");
   return d;
 }
 
@@ -55,7 +55,8 @@ ConfigMap new_run(const po::variables_map& vm, const po::options_description& op
   c["gemm"] = vm["gemm"].as<std::string>();
   resolve(c);                  // validates task and model
   (void)train_config(c);       // and the training options
-  if (c["run-name"].empty()) c["run-name"] = default_run_name(c);
+  if (c["run-name"].empty())
+    c["run-name"] = c["out"].empty() ? default_run_name(c) : fs::path(c["out"]).lexically_normal().filename().string();
   if (c["run-name"].find('/') != std::string::npos)
     throw UsageError("--run-name '" + c["run-name"] + "' contains '/' (allowed: a folder name)");
   if (c["out"].empty()) c["out"] = "checkpoints/" + c["run-name"];

@@ -285,7 +285,7 @@ TrainConfig train_config(const ConfigMap& c) {
   t.clip = get_double(c, "clip", 0.0, 1e12);
   t.batch = get_int(c, "batch", 1, 1 << 20);
   t.steps = get_int(c, "steps", 1, kBig);
-  t.warmup = get_int(c, "warmup", 0, t.steps);
+  t.warmup = get_int(c, "warmup", 0, kBig);  // beyond --steps: warm-up throughout
   t.eval_every = get_int(c, "eval-every", 1, kBig);
   t.eval_batches = get_int(c, "eval-batches", 1, 1 << 20);
   t.eval_batch = get_int(c, "eval-batch", 0, 1 << 20);

@@ -88,7 +88,7 @@ Trainer::Trainer(const ConfigMap& config, const std::string& dir)
       tc_(train_config(config)) {
   model_ = std::make_unique<LanguageModel>(model_config_, seed_mix(tc_.seed, 0));
   opt_ = make_optimizer(tc_, *model_);
-  schedule_ = std::make_unique<LrSchedule>(tc_.schedule, tc_.lr, tc_.warmup, tc_.steps, tc_.min_lr);
+  schedule_ = std::make_unique<LrSchedule>(tc_.schedule, tc_.lr, std::min(tc_.warmup, tc_.steps), tc_.steps, tc_.min_lr);
   train_stream_ = stream_seed(tc_.seed, "train");
 }
 

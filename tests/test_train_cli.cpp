@@ -1,0 +1,316 @@
+// trilemma train end to end: the run folder's files, exact resume (after --stop-at and after
+// SIGINT/SIGTERM), early stop, progress output, and bad input (one-line errors, exit codes,
+// no files left behind).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/run_binary.hpp"
+#include "train/run_log.hpp"
+
+namespace {
+
+using namespace trilemma_test;
+
+// A small, fast configuration: ~0.2 s for 50 steps. One thread, so that a loaded machine
+// does not stall OpenMP barriers; the kernels' bits do not depend on the thread count.
+const std::string kSmall =
+    " --task mqar --vocab 64 --seq-len 32 --num-kv-pairs 4 --d-model 32 --batch 8 --lr 0.003"
+    " --warmup 5 --eval-batches 2 --log-every 7";
+
+// `extra` must give --steps; --eval-every and --progress default to 20 and none.
+std::string small_run(const std::string& model, const fs::path& out, const std::string& extra) {
+  std::string s = "train --model " + model + kSmall + " --out '" + out.string() + "'" + extra;
+  if (extra.find("--eval-every") == std::string::npos) s += " --eval-every 20";
+  if (extra.find("--progress") == std::string::npos) s += " --progress none";
+  if (extra.find("--threads") == std::string::npos) s += " --threads 1";
+  return s;
+}
+
+// The value of a top-level key in a JSON file, as Python's json module prints it.
+std::string json_value(const fs::path& file, const std::string& key) {
+  const std::string cmd = "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+                          "print(json.dumps(d.get(sys.argv[2])))' '" + file.string() + "' '" + key + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string v;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) v += buf;
+  pclose(p);
+  while (!v.empty() && v.back() == '\n') v.pop_back();
+  return v;
+}
+
+// Metrics without the timing columns (ms_per_step, tokens_per_s, elapsed_s), which no two
+// runs share; everything else must match bit for bit.
+std::string metrics_without_timing(const fs::path& csv) {
+  std::istringstream in(read_text(csv));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    int commas = 0;
+    size_t cut = line.size();
+    for (size_t i = 0; i < line.size(); ++i)
+      if (line[i] == ',' && ++commas == 7) cut = i;
+    out += line.substr(0, cut) + "\n";
+  }
+  return out;
+}
+
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// The error a failed command printed: exactly one "trilemma: " line, the last on stderr.
+std::string error_line(const Run& r) {
+  std::istringstream in(r.err);
+  std::string line, last;
+  int errors = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("trilemma: ", 0) == 0) ++errors;
+    if (!line.empty()) last = line;
+  }
+  CHECK(errors == 1);
+  return last;
+}
+
+bool no_temporary_files(const fs::path& dir) {
+  if (!fs::exists(dir)) return true;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) return false;
+  return true;
+}
+
+// Starts the binary in the background with output to files; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv{const_cast<char*>(TRILEMMA_BINARY)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(TRILEMMA_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summary") {
+  const fs::path out = scratch("files");
+  Run r = run(small_run("attention", out, " --steps 45 --keep 2 --checkpoint-every 10"));
+  REQUIRE(r.code == 0);
+  for (const char* f : {"config.ini", "metrics.jsonl", "metrics.csv", "last.h5", "best.h5", "summary.json"})
+    CHECK(fs::exists(out / f));
+  // --keep 2: the newest two step checkpoints of 10, 20, 30, 40, 45.
+  CHECK(fs::exists(out / "step-0000040.h5"));
+  CHECK(fs::exists(out / "step-0000045.h5"));
+  CHECK(!fs::exists(out / "step-0000030.h5"));
+  CHECK(no_temporary_files(out));
+
+  // The resolved config is printed and saved: no "0 = default" value is left.
+  const std::string ini = read_text(out / "config.ini");
+  CHECK(ini.find("seq-len = 32\n") != std::string::npos);
+  CHECK(ini.find("max-seq-len = 32\n") != std::string::npos);
+  CHECK(ini.find("eval-batch = 8\n") != std::string::npos);
+  CHECK(ini.find("threads = 2\n") != std::string::npos);
+  CHECK(r.out.find("  d-model = 32\n") != std::string::npos);
+
+  // Training rows at 7, 14, ..., 42 and the last step; evaluation rows at 20, 40, 45.
+  const std::string csv = read_text(out / "metrics.csv");
+  CHECK(csv.rfind("step,split,loss,acc,seq_acc,grad_norm,lr,ms_per_step,tokens_per_s,elapsed_s\n", 0) == 0);
+  CHECK(count_lines(csv) == 1 + 7 + 3);
+  CHECK(count_lines(read_text(out / "metrics.jsonl")) == 7 + 3);
+  const fs::path rows = scratch("rows.txt");
+  std::system(("/usr/bin/python3 -c 'import json, sys\n"
+               "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+               "print(\" \".join(\"%s%d\" % (r[\"split\"][0], r[\"step\"]) for r in rows))\n"
+               "assert all(r[\"loss\"] > 0 and 0 <= r[\"acc\"] <= 1 for r in rows)\n"
+               "assert all(r[\"grad_norm\"] > 0 and r[\"tokens_per_s\"] > 0 for r in rows if r[\"split\"] == \"train\")' '" +
+               (out / "metrics.jsonl").string() + "' > '" + rows.string() + "'").c_str());
+  CHECK(read_text(rows) == "t7 t14 e20 t21 t28 t35 e40 t42 t45 e45\n");
+
+  CHECK(json_value(out / "summary.json", "status") == "\"finished\"");
+  CHECK(json_value(out / "summary.json", "step") == "45");
+  CHECK(json_value(out / "summary.json", "tokens_seen") == std::to_string(45 * 8 * 32));
+
+  // config.ini read back with --config reproduces the run bit for bit.
+  const fs::path again = scratch("files-again");
+  Run r2 = run("train --config '" + (out / "config.ini").string() + "' --out '" + again.string() + "'");
+  REQUIRE(r2.code == 0);
+  CHECK(json_value(again / "summary.json", "params_fnv1a") == json_value(out / "summary.json", "params_fnv1a"));
+  CHECK(metrics_without_timing(again / "metrics.csv") == metrics_without_timing(out / "metrics.csv"));
+
+  // inspect reads the checkpoint.
+  Run ins = run("inspect '" + (out / "last.h5").string() + "'");
+  CHECK(ins.code == 0);
+  CHECK(ins.out.find("step 45") != std::string::npos);
+}
+
+TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
+  for (const char* model : {"attention", "linear", "mamba"}) {
+    CAPTURE(model);
+    const fs::path whole = scratch(std::string("whole-") + model), parts = scratch(std::string("parts-") + model);
+    const std::string threads = model == std::string("attention") ? " --threads 2" : "";
+    REQUIRE(run(small_run(model, whole, " --steps 50" + threads)).code == 0);
+    // Stop at a step that is neither a log, evaluation nor checkpoint step, and resume twice.
+    Run a = run(small_run(model, parts, " --steps 50 --stop-at 13" + threads));
+    REQUIRE(a.code == 0);
+    CHECK(a.out.find("paused at step 13/50") != std::string::npos);
+    CHECK(json_value(parts / "summary.json", "status") == "\"paused\"");
+    REQUIRE(run("train --resume '" + parts.string() + "' --stop-at 33").code == 0);
+    Run c = run("train --resume '" + parts.string() + "'");
+    REQUIRE(c.code == 0);
+    CHECK(json_value(parts / "summary.json", "status") == "\"finished\"");
+    CHECK(json_value(parts / "summary.json", "params_fnv1a") == json_value(whole / "summary.json", "params_fnv1a"));
+    CHECK(metrics_without_timing(parts / "metrics.csv") == metrics_without_timing(whole / "metrics.csv"));
+    std::string config = read_text(whole / "config.ini");
+    for (size_t at; (at = config.find("whole-")) != std::string::npos;) config.replace(at, 6, "parts-");
+    CHECK(read_text(parts / "config.ini") == config);
+    // A finished run has nothing left to do.
+    Run again = run("train --resume '" + parts.string() + "'");
+    CHECK(again.code == 0);
+    CHECK(again.out.find("nothing to do") != std::string::npos);
+  }
+}
+
+TEST_CASE("train: SIGINT and SIGTERM leave a checkpoint that resumes exactly") {
+  const fs::path whole = scratch("sig-whole");
+  const std::string many = " --steps 600 --eval-every 1000";
+  REQUIRE(run(small_run("linear", whole, many)).code == 0);
+  for (int sig : {SIGINT, SIGTERM}) {
+    CAPTURE(sig);
+    const fs::path dir = scratch("sig-" + std::to_string(sig));
+    std::istringstream words(small_run("linear", dir, many));
+    std::vector<std::string> args;
+    for (std::string w; words >> w;) args.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
+    const pid_t pid = spawn(args, scratch("sig.log"));
+    // Interrupt once training is under way (the first metrics row is out).
+    for (int i = 0; i < 400 && !(fs::exists(dir / "metrics.jsonl") && fs::file_size(dir / "metrics.jsonl") > 0); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 128 + sig);
+    CHECK(json_value(dir / "summary.json", "status") == "\"interrupted\"");
+    const std::string step = json_value(dir / "summary.json", "step");
+    CHECK(std::stol(step) < 600);
+    CHECK(no_temporary_files(dir));
+    CHECK(run("inspect '" + (dir / "last.h5").string() + "'").out.find("step " + step + ",") != std::string::npos);
+    REQUIRE(run("train --resume '" + dir.string() + "'").code == 0);
+    CHECK(json_value(dir / "summary.json", "params_fnv1a") == json_value(whole / "summary.json", "params_fnv1a"));
+    CHECK(metrics_without_timing(dir / "metrics.csv") == metrics_without_timing(whole / "metrics.csv"));
+  }
+}
+
+TEST_CASE("train: early stop, progress output and lines") {
+  const fs::path out = scratch("early");
+  // Any accuracy reaches 0: the first evaluation stops the run.
+  Run r = run(small_run("attention", out, " --steps 100 --early-stop 1e-9 --progress lines"));
+  REQUIRE(r.code == 0);
+  CHECK(json_value(out / "summary.json", "status") == "\"early_stop\"");
+  CHECK(json_value(out / "summary.json", "step") == "20");
+  CHECK(r.out.find("step 7/100  loss ") != std::string::npos);
+  CHECK(r.out.find("eval step 20: token_acc ") != std::string::npos);
+  CHECK(run("train --resume '" + out.string() + "'").out.find("nothing to do") != std::string::npos);
+
+  // The live bar goes to stderr, redrawn in place.
+  Run bar = run(small_run("attention", scratch("bar"), " --steps 20 --progress bar"));
+  CHECK(bar.code == 0);
+  CHECK(bar.err.find("\r\033[K20/20 [########################] 100%") != std::string::npos);
+  CHECK(bar.err.find("ETA") != std::string::npos);
+}
+
+TEST_CASE("train: metrics lines name their step") {
+  CHECK(tri::cli::metrics_line_step("{\"step\":42,\"split\":\"train\"}") == 42);
+  CHECK(tri::cli::metrics_line_step("42,train,1.5") == 42);
+  CHECK(tri::cli::metrics_line_step("step,split,loss") == -1);
+}
+
+TEST_CASE("train: bad input is one line, the right exit code, and no files") {
+  struct Bad {
+    std::string args;  // after "train"
+    int code;
+    const char* names;  // a word the error must contain
+  };
+  const fs::path out = scratch("bad-out");
+  const std::string o = " --out '" + out.string() + "'";
+  const Bad cases[] = {
+      {" --bogus 1", 2, "--bogus"},
+      {" --steps abc", 2, "steps"},
+      {" --steps 0", 2, "--steps"},
+      {" --lr -1", 2, "--lr"},
+      {" --model rnn", 2, "--model"},
+      {" --d-model 30 --n-heads 4", 2, "d_model"},
+      {" --task copy --seq-len 10", 2, "max_len"},
+      {" --task mqar --seq-len 64 --num-kv-pairs 40", 2, "num_kv_pairs"},
+      {" --task mqar --seq-len 64 --pos learned --max-seq-len 32", 2, "--max-seq-len"},
+      {" --schedule linear", 2, "--schedule"},
+      {" --bias maybe", 2, "bias"},
+      {" --resume /nonexistent/run", 2, "--resume"},
+      {" --threads -1", 2, "--threads"},
+  };
+  for (const Bad& b : cases) {
+    CAPTURE(b.args);
+    Run r = run("train" + b.args + o);
+    CHECK(r.code == b.code);
+    CHECK(error_line(r).find(b.names) != std::string::npos);
+    CHECK(!fs::exists(out));
+  }
+  // An unwritable output folder (its parent is a file): exit 1, nothing written.
+  Run r = run("train --steps 2 --out /dev/null/run");
+  CHECK(r.code == 1);
+  CHECK(error_line(r).find("/dev/null/run") != std::string::npos);
+
+  // An existing run is never overwritten; --resume continues it instead.
+  const fs::path done = scratch("bad-existing");
+  REQUIRE(run(small_run("attention", done, " --steps 3")).code == 0);
+  const std::string before = read_text(done / "metrics.csv");
+  r = run(small_run("attention", done, " --steps 3"));
+  CHECK(r.code == 2);
+  CHECK(error_line(r).find("already holds a run") != std::string::npos);
+  CHECK(read_text(done / "metrics.csv") == before);
+  // Resuming with a config that changes what was computed is refused.
+  r = run("train --resume '" + done.string() + "' --lr 0.5");
+  CHECK(r.code == 2);
+  CHECK(error_line(r).find("--lr 0.5 differs from the run's 0.003") != std::string::npos);
+
+  // A missing, truncated or foreign last.h5: exit 1, the run folder unchanged.
+  const fs::path broken = scratch("bad-broken");
+  REQUIRE(run(small_run("mamba", broken, " --steps 3")).code == 0);
+  const std::string ckpt = read_text(broken / "last.h5");
+  fs::remove(broken / "last.h5");
+  r = run("train --resume '" + broken.string() + "'");
+  CHECK(r.code == 1);
+  CHECK(error_line(r).find("no such file") != std::string::npos);
+  write_text(broken / "last.h5", ckpt.substr(0, ckpt.size() / 2));
+  r = run("train --resume '" + broken.string() + "'");
+  CHECK(r.code == 1);
+  CHECK(error_line(r).find("not a valid HDF5 file") != std::string::npos);
+  // Another model's parameters under this run's config.
+  fs::copy_file(done / "last.h5", broken / "last.h5", fs::copy_options::overwrite_existing);
+  std::system(("/usr/bin/python3 -c 'import h5py, sys\n"
+               "a, b = h5py.File(sys.argv[1], \"r+\"), h5py.File(sys.argv[2], \"r\")\n"
+               "[a[\"config\"].attrs.modify(k, v) for k, v in b[\"config\"].attrs.items()]' '" +
+               (broken / "last.h5").string() + "' '" + (broken / "best.h5").string() + "'").c_str());
+  const std::string metrics = read_text(broken / "metrics.csv");
+  r = run("train --resume '" + broken.string() + "'");
+  CHECK(r.code == 1);
+  CHECK(error_line(r).find("last.h5") != std::string::npos);
+  CHECK(read_text(broken / "metrics.csv") == metrics);
+  CHECK(no_temporary_files(broken));
+}
