@@ -126,7 +126,7 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
   CHECK(ini.find("seq-len = 32\n") != std::string::npos);
   CHECK(ini.find("max-seq-len = 32\n") != std::string::npos);
   CHECK(ini.find("eval-batch = 8\n") != std::string::npos);
-  CHECK(ini.find("threads = 2\n") != std::string::npos);
+  CHECK(ini.find("threads = 1\n") != std::string::npos);
   CHECK(r.out.find("  d-model = 32\n") != std::string::npos);
 
   // Training rows at 7, 14, ..., 42 and the last step; evaluation rows at 20, 40, 45.

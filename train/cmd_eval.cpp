@@ -19,7 +19,7 @@ namespace {
 constexpr long kMaxLength = long(1) << 24;
 
 po::options_description task_overrides() {
-  po::options_description d(100);
+  po::options_description d("task options (default: the checkpoint's task; given ones override it)", 100);
   add_task_options(d, false);  // no defaults: only what is given overrides the checkpoint
   return d;
 }
@@ -27,6 +27,7 @@ po::options_description task_overrides() {
 // The checkpoint's task with the given task options applied. The saved seq-len is the old
 // task's resolved length, so it falls back to the task's default when the task changes or
 // copy's --max-len changes, unless --seq-len is given too. vocab stays the model's unless given.
+// `merged` receives the resulting options as text, seq-len and vocab resolved.
 TaskConfig overridden_task(const ConfigMap& saved, const po::variables_map& vm, ConfigMap& merged) {
   const ConfigMap given = config_text(vm, task_overrides());
   merged = saved;
@@ -36,7 +37,10 @@ TaskConfig overridden_task(const ConfigMap& saved, const po::variables_map& vm, 
     const bool copy_resized = merged["task"] == "copy" && given.count("max-len");
     if (task_changed || copy_resized) merged["seq-len"] = "0";
   }
-  return task_config(merged);  // UsageError naming the bad option
+  const TaskConfig task = task_config(merged);  // UsageError naming the bad option
+  merged["seq-len"] = std::to_string(task.length());
+  merged["vocab"] = std::to_string(task.vocab_size());
+  return task;
 }
 
 std::string task_words(const TaskConfig& t) {
@@ -49,7 +53,7 @@ std::vector<int64_t> eval_lengths(const po::variables_map& vm, const TaskConfig&
   const bool listed = vm.count("lengths");
   const std::string option = listed ? "--lengths" : "--seq-len";
   const std::vector<int64_t> lengths =
-      listed ? parse_int_list("lengths", vm["lengths"].as<std::string>(), 1, kMaxLength, ",")
+      listed ? parse_int_list("lengths", vm["lengths"].as<std::string>(), 1, kMaxLength, false)
              : std::vector<int64_t>{task.length()};
   for (int64_t L : lengths) {
     TaskConfig c = task;

@@ -35,7 +35,7 @@ void check_positions(const ModelConfig& m, int64_t consumed, const std::string& 
 // --prompt: the token ids, each in 0..vocab-1, with room for --max-new tokens.
 std::vector<int32_t> parse_prompt(const LoadedModel& loaded, const std::string& text, int64_t max_new) {
   std::vector<int32_t> prompt;
-  for (int64_t t : parse_int_list("prompt", text, 0, loaded.model_config.vocab - 1, " ,"))
+  for (int64_t t : parse_int_list("prompt", text, 0, loaded.model_config.vocab - 1, true))
     prompt.push_back(int32_t(t));
   check_positions(loaded.model_config, int64_t(prompt.size()) + max_new - 1,
                   "--prompt of " + std::to_string(prompt.size()) + " tokens with --max-new " + std::to_string(max_new));
@@ -46,7 +46,7 @@ int generate_from_prompt(LoadedModel& loaded, const std::vector<int32_t>& prompt
   const int32_t stop = stop_token(loaded.task);
   const std::vector<int32_t> out = greedy_decode(*loaded.model, prompt, max_new, stop);
   std::printf("prompt    %s\ngenerated %s\n", tokens_text(prompt).c_str(), tokens_text(out).c_str());
-  if (stop >= 0) std::printf("(%zu tokens; decoding stops at EOS %d)\n", out.size(), int(stop));
+  if (stop >= 0) std::printf("(%zu token%s; decoding stops at EOS %d)\n", out.size(), out.size() == 1 ? "" : "s", int(stop));
   return 0;
 }
 

@@ -51,29 +51,41 @@ void check_seed(long seed) {
   if (seed < 0) throw UsageError("--seed " + std::to_string(seed) + " is negative (allowed: >= 0)");
 }
 
-std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
-                                    int64_t hi, const std::string& separators) {
-  std::vector<int64_t> out;
-  std::string between;  // ", " -> "commas or spaces"
-  for (char c : separators) {
-    if (!between.empty()) between += " or ";
-    between += c == ',' ? "commas" : c == ' ' ? "spaces" : std::string("'") + c + "'";
-  }
-  const std::string allowed = "(allowed: integers " + std::to_string(lo) + ".." + std::to_string(hi) +
-                              " separated by " + between + ")";
+namespace {
+
+// Every piece of `text` between separators, empty ones included.
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> pieces;
   size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t start = text.find_first_not_of(separators, pos);
-    if (start == std::string::npos) break;
-    const size_t end = std::min(text.find_first_of(separators, start), text.size());
-    const std::string item = text.substr(start, end - start);
-    char* rest = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(item.c_str(), &rest, 10);
-    if (*rest != '\0' || errno == ERANGE || v < lo || v > hi)
-      throw UsageError("--" + option + ": '" + item + "' in '" + text + "' is not allowed " + allowed);
-    out.push_back(v);
-    pos = end;
+  for (size_t end; (end = text.find(separator, pos)) != std::string::npos; pos = end + 1)
+    pieces.push_back(text.substr(pos, end - pos));
+  pieces.push_back(text.substr(pos));
+  return pieces;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
+                                    int64_t hi, bool spaces_too) {
+  const std::string allowed = "(allowed: integers " + std::to_string(lo) + ".." + std::to_string(hi) +
+                              (spaces_too ? " separated by spaces or commas)" : ", comma-separated)");
+  auto bad = [&](const std::string& item) {
+    return UsageError("--" + option + ": '" + item + "' in '" + text + "' is not allowed " + allowed);
+  };
+  const std::vector<std::string> fields = split(text, ',');
+  std::vector<int64_t> out;
+  for (const std::string& field : fields) {
+    std::vector<std::string> items;  // runs of spaces are one separator
+    for (const std::string& w : spaces_too ? split(field, ' ') : std::vector<std::string>{field})
+      if (!w.empty()) items.push_back(w);
+    if (items.empty() && fields.size() > 1) throw bad(field);  // "64,,128"
+    for (const std::string& item : items) {
+      char* rest = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(item.c_str(), &rest, 10);
+      if (*rest != '\0' || errno == ERANGE || v < lo || v > hi) throw bad(item);
+      out.push_back(v);
+    }
   }
   if (out.empty()) throw UsageError("--" + option + " '" + text + "' holds no value " + allowed);
   return out;

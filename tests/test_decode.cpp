@@ -1,0 +1,197 @@
+// models/decode.hpp: greedy decoding through the recurrent state.
+//  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
+//    growing prefix (attention with RoPE, linear attention, Mamba), and stops at the stop token;
+//  - RecurrentPrefixLogits returns the full forward's last logits for extending and unrelated
+//    prefixes, stepping only the new tokens of an extended prefix;
+//  - copy gen_acc (data/metrics.hpp) through the adapter equals gen_acc through full forward
+//    passes, row by row, on models trained briefly so that some rows are copied exactly.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "data/metrics.hpp"
+#include "framework/autograd.hpp"
+#include "framework/optim.hpp"
+#include "framework/runtime.hpp"
+#include "models/decode.hpp"
+#include "tests/compare.hpp"
+
+using namespace tri;
+using namespace trilemma_test;
+
+namespace {
+
+struct Family {
+  std::string family, pos;
+};
+const Family kFamilies[] = {{"attention", "rope"}, {"linear", "none"}, {"mamba", "none"}};
+
+ModelConfig small(const Family& f, int64_t vocab) {
+  ModelConfig c;
+  c.family = f.family;
+  c.pos = f.pos;
+  c.vocab = vocab;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.mlp = f.family == "mamba" ? "none" : "gelu";
+  c.max_seq_len = 128;
+  return c;
+}
+
+// Embeddings redrawn from N(0, 0.5^2): logits of order 1, so the argmax never hinges on float
+// rounding (the recurrent and parallel paths agree to about 1e-6, not bit for bit).
+void spread_embeddings(LanguageModel& m, uint64_t seed) {
+  Rng rng(seed);
+  float* e = m.embedding.data();
+  for (int64_t i = 0; i < m.embedding.numel(); ++i) e[i] = 0.5f * float(rng.normal());
+}
+
+Tensor full_forward_last(LanguageModel& m, const std::vector<int32_t>& prefix) {
+  NoGradGuard no_grad;
+  return m.forward(IntTensor(Shape{1, int64_t(prefix.size())}, prefix));
+}
+
+// Greedy decoding the slow way: a full forward pass over the whole prefix for every token.
+std::vector<int32_t> greedy_by_forward(LanguageModel& m, std::vector<int32_t> prefix, int64_t max_new,
+                                       int32_t stop) {
+  std::vector<int32_t> out;
+  while (int64_t(out.size()) < max_new) {
+    const Tensor z = full_forward_last(m, prefix);
+    const int64_t V = z.size(-1);
+    const int32_t next = argmax_token(z.data() + z.numel() - V, V);
+    out.push_back(next);
+    prefix.push_back(next);
+    if (next == stop) break;
+  }
+  return out;
+}
+
+std::vector<int32_t> random_prompt(int64_t n, int64_t V, uint64_t seed) {
+  return random_ids(1, n, V, seed).v;
+}
+
+float max_abs_diff_last(const Tensor& a, const Tensor& b) {
+  const int64_t V = a.size(-1);
+  REQUIRE(b.size(-1) == V);
+  float d = 0;
+  for (int64_t j = 0; j < V; ++j)
+    d = std::max(d, std::fabs(a.data()[a.numel() - V + j] - b.data()[b.numel() - V + j]));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
+  set_threads(1);
+  for (const Family& f : kFamilies) {
+    CAPTURE(f.family);
+    LanguageModel m(small(f, 13), 7);
+    spread_embeddings(m, 8);
+    for (uint64_t seed : {1, 2, 3}) {
+      CAPTURE(seed);
+      const std::vector<int32_t> prompt = random_prompt(int64_t(4 + seed), 13, seed);
+      const std::vector<int32_t> want = greedy_by_forward(m, prompt, 24, -1);
+      const std::vector<int32_t> got = greedy_decode(m, prompt, 24);
+      CHECK(got == want);
+      // A stop token ends the decoding right after its first occurrence, and is included.
+      const int32_t stop = want[5];
+      const size_t first = size_t(std::find(want.begin(), want.end(), stop) - want.begin());
+      const std::vector<int32_t> stopped = greedy_decode(m, prompt, 24, stop);
+      CHECK(stopped == std::vector<int32_t>(want.begin(), want.begin() + first + 1));
+      CHECK(greedy_by_forward(m, prompt, 24, stop) == stopped);
+    }
+    CHECK(greedy_decode(m, {1, 2}, 0).empty());
+  }
+}
+
+TEST_CASE("greedy_decode rejects an empty prompt and a negative length") {
+  LanguageModel m(small(kFamilies[1], 13), 7);
+  CHECK_THROWS_WITH_AS(greedy_decode(m, {}, 4), doctest::Contains("prompt is empty"), Error);
+  CHECK_THROWS_WITH_AS(greedy_decode(m, {1}, -1), doctest::Contains("max_new -1"), Error);
+}
+
+TEST_CASE("RecurrentPrefixLogits steps only the new tokens of an extended prefix") {
+  set_threads(1);
+  for (const Family& f : kFamilies) {
+    CAPTURE(f.family);
+    LanguageModel m(small(f, 13), 11);
+    spread_embeddings(m, 12);
+    RecurrentPrefixLogits adapter(m);
+    const std::vector<int32_t> ids = random_prompt(20, 13, 5);
+    const std::vector<int32_t> other = random_prompt(9, 13, 6);
+    struct Call {
+      std::vector<int32_t> prefix;
+      int64_t steps, restarts;  // totals after the call
+    };
+    const Call calls[] = {
+        {{ids.begin(), ids.begin() + 6}, 6, 1},    // fresh: 6 steps
+        {{ids.begin(), ids.begin() + 7}, 7, 1},    // extends by one
+        {{ids.begin(), ids.begin() + 7}, 7, 1},    // the same prefix: nothing to step
+        {{ids.begin(), ids.begin() + 20}, 20, 1},  // extends by 13
+        {{ids.begin(), ids.begin() + 4}, 24, 2},   // shorter: restart
+        {other, 33, 3},                            // unrelated: restart
+        {{ids.begin(), ids.begin() + 5}, 38, 4},
+    };
+    for (const Call& c : calls) {
+      CAPTURE(c.prefix.size());
+      const Tensor got = adapter(IntTensor(Shape{1, int64_t(c.prefix.size())}, c.prefix));
+      CHECK(max_abs_diff_last(got, full_forward_last(m, c.prefix)) < 1e-4f);
+      CHECK(adapter.steps() == c.steps);
+      CHECK(adapter.restarts() == c.restarts);
+    }
+    CHECK_THROWS_WITH_AS(adapter(IntTensor(Shape{2, 3}, std::vector<int32_t>(6, 1))),
+                         doctest::Contains("must be [1, t]"), Error);
+  }
+}
+
+TEST_CASE("copy gen_acc through the recurrent adapter equals gen_acc through full forward passes") {
+  set_threads(1);
+  TaskConfig task;
+  task.task = "copy";
+  task.alphabet = 6;
+  task.min_len = 2;
+  task.max_len = 5;
+  const int64_t T = task.length(), rows = 24;
+  double best_acc = 0;
+  for (const Family& f : kFamilies) {
+    CAPTURE(f.family);
+    LanguageModel m(small(f, task.vocab_size()), 3);
+    // A brief training run, so that some rows are copied exactly and the comparison has
+    // right and wrong rows to agree on.
+    AdamW opt(m.parameters(), AdamWOptions{.lr = 1e-2, .weight_decay = 0.0});
+    const uint64_t train_stream = stream_seed(1, "train");
+    for (uint64_t step = 0; step < 120; ++step) {
+      const Batch b = make_batch(task, train_stream, step, 16);
+      opt.zero_grad();
+      backward(m.loss(b.inputs, b.targets));
+      opt.step();
+    }
+    m.eval();
+    const Batch batch = make_batch(task, stream_seed(1, "eval"), 0, rows);
+    RecurrentPrefixLogits adapter(m);
+    const LogitsFn full = [&](const IntTensor& prefix) {
+      NoGradGuard no_grad;
+      return m.forward(prefix);
+    };
+    int64_t right = 0;
+    for (int64_t b = 0; b < rows; ++b) {
+      CAPTURE(b);
+      const bool by_forward = copy_generated_right(batch, b, full);
+      CHECK(copy_generated_right(batch, b, std::ref(adapter)) == by_forward);
+      right += by_forward;
+    }
+    const double acc = copy_gen_acc(batch, std::ref(adapter));
+    CHECK(acc == double(right) / double(rows));
+    CHECK(acc == copy_gen_acc(batch, full));
+    best_acc = std::max(best_acc, acc);
+    // At most one fresh state and T steps per row decoded (two passes over the rows): O(T) per
+    // row, where full forward passes cost O(T^2) positions.
+    CHECK(adapter.restarts() <= 2 * rows);
+    CHECK(adapter.steps() <= 2 * rows * T);
+  }
+  CHECK(best_acc >= 0.25);  // the comparison covered exactly copied rows
+}
