@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,18 @@ inline Run run(const std::string& args, const std::string& env = "") {
                     err.string() + "'";
   int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
+}
+
+// The standard output of a shell command, without trailing newlines.
+inline std::string capture(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "<popen failed>";
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
 }
 
 }  // namespace trilemma_test

@@ -37,14 +37,7 @@ std::string json_value(const std::string& json, const std::string& key) {
       "except ValueError: print(\"<invalid json>\"); sys.exit()\n"
       "print(json.dumps(d[sys.argv[2]]) if sys.argv[2] in d else \"<missing>\")' '" +
       file.string() + "' '" + key + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string value;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) value += buf;
-  pclose(p);
-  while (!value.empty() && value.back() == '\n') value.pop_back();
-  return value;
+  return capture(cmd);
 }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }

@@ -71,14 +71,7 @@ std::string py_json(const std::string& json, const std::string& expr, const std:
       "try: d, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))\n"
       "except ValueError: print(\"<invalid json>\"); sys.exit()\n"
       "print(json.dumps(" + expr + "))' " + q(file) + " " + q(other_file);
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string value;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) value += buf;
-  pclose(p);
-  while (!value.empty() && value.back() == '\n') value.pop_back();
-  return value;
+  return capture(cmd);
 }
 
 int shell(const std::string& cmd, std::string* out = nullptr) {

@@ -40,14 +40,7 @@ std::string small_run(const std::string& model, const fs::path& out, const std::
 std::string json_value(const fs::path& file, const std::string& key) {
   const std::string cmd = "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
                           "print(json.dumps(d.get(sys.argv[2])))' '" + file.string() + "' '" + key + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string v;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) v += buf;
-  pclose(p);
-  while (!v.empty() && v.back() == '\n') v.pop_back();
-  return v;
+  return capture(cmd);
 }
 
 // Metrics without the timing columns (ms_per_step, tokens_per_s, elapsed_s), which no two
