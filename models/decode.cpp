@@ -5,12 +5,7 @@
 
 namespace tri {
 
-int32_t argmax_token(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t j = 1; j < n; ++j)
-    if (logits[j] > logits[best]) best = j;
-  return int32_t(best);
-}
+int32_t argmax_token(const float* logits, int64_t n) { return int32_t(detail::argmax_row(logits, n)); }
 
 namespace {
 
