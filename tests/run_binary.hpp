@@ -51,6 +51,13 @@ inline Run run(const std::string& args, const std::string& env = "") {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
 }
 
+// Lines of a text; a last line without its newline counts too.
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n + (!s.empty() && s.back() != '\n');
+}
+
 // The standard output of a shell command, without trailing newlines.
 inline std::string capture(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");

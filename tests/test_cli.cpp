@@ -20,12 +20,6 @@ namespace {
 
 using namespace trilemma_test;
 
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n + (!s.empty() && s.back() != '\n');
-}
-
 // The value of a top-level key of a JSON text, printed by Python ("<invalid json>" when it
 // does not parse, "<missing>" when the key is absent).
 std::string json_value(const std::string& json, const std::string& key) {

@@ -81,12 +81,6 @@ int shell(const std::string& cmd, std::string* out = nullptr) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n + (!s.empty() && s.back() != '\n');
-}
-
 std::string last_line(const std::string& s) {
   std::string t = s;
   while (!t.empty() && t.back() == '\n') t.pop_back();

@@ -58,12 +58,6 @@ std::string metrics_without_timing(const fs::path& csv) {
   return out;
 }
 
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
 // The error a failed command printed: exactly one "trilemma: " line, the last on stderr.
 std::string error_line(const Run& r) {
   std::istringstream in(r.err);

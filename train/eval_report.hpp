@@ -39,12 +39,6 @@ using FirstBatchFn = std::function<void(const Batch& batch, const Tensor& logits
 LengthReport evaluate_length(LanguageModel& m, const TaskConfig& cfg, const EvalSettings& s,
                              const FirstBatchFn& first_batch = nullptr);
 
-// Integers in lo..hi, comma-separated ("--lengths 64,128") or, with spaces_too, separated by
-// spaces or commas ("--prompt '3 1 4'"). A bad, out-of-range or empty item, or no item at all,
-// is a UsageError naming the option and the item.
-std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
-                                    int64_t hi, bool spaces_too);
-
 // --seed's notifier: any non-negative integer.
 void check_seed(long seed);
 

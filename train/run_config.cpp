@@ -152,6 +152,16 @@ const std::string& text_of(const ConfigMap& c, const std::string& key) {
   return it->second;
 }
 
+// Every piece of `text` between separators, empty ones included.
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> pieces;
+  size_t pos = 0;
+  for (size_t end; (end = text.find(separator, pos)) != std::string::npos; pos = end + 1)
+    pieces.push_back(text.substr(pos, end - pos));
+  pieces.push_back(text.substr(pos));
+  return pieces;
+}
+
 int64_t get_int(const ConfigMap& c, const std::string& key, int64_t lo, int64_t hi) {
   const std::string& s = text_of(c, key);
   char* end = nullptr;
@@ -195,26 +205,39 @@ std::string get_choice(const ConfigMap& c, const std::string& key, std::initiali
   throw UsageError("--" + key + " '" + s + "' unknown (allowed: " + list + ")");
 }
 
-std::vector<int64_t> parse_distances(const std::string& list) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    const size_t end = std::min(list.find(',', pos), list.size());
-    const std::string item = list.substr(pos, end - pos);
-    char* rest = nullptr;
-    const long long v = std::strtoll(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v < 1)
-      throw UsageError("--distance: '" + item + "' in '" + list +
-                       "' is not a distance (allowed: positive integers, comma-separated)");
-    out.push_back(v);
-    pos = end + 1;
-  }
-  return out;
-}
-
 constexpr int64_t kBig = int64_t(1) << 40;
 
 }  // namespace
+
+int64_t config_int(const ConfigMap& c, const std::string& key, int64_t lo, int64_t hi) {
+  return get_int(c, key, lo, hi);
+}
+
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
+                                    int64_t hi, bool spaces_too) {
+  const std::string allowed = "(allowed: integers " + std::to_string(lo) + ".." + std::to_string(hi) +
+                              (spaces_too ? " separated by spaces or commas)" : ", comma-separated)");
+  auto bad = [&](const std::string& item) {
+    return UsageError("--" + option + ": '" + item + "' in '" + text + "' is not allowed " + allowed);
+  };
+  const std::vector<std::string> fields = split(text, ',');
+  std::vector<int64_t> out;
+  for (const std::string& field : fields) {
+    std::vector<std::string> items;  // runs of spaces are one separator
+    for (const std::string& w : spaces_too ? split(field, ' ') : std::vector<std::string>{field})
+      if (!w.empty()) items.push_back(w);
+    if (items.empty() && fields.size() > 1) throw bad(field);  // "64,,128"
+    for (const std::string& item : items) {
+      char* rest = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(item.c_str(), &rest, 10);
+      if (*rest != '\0' || errno == ERANGE || v < lo || v > hi) throw bad(item);
+      out.push_back(v);
+    }
+  }
+  if (out.empty()) throw UsageError("--" + option + " '" + text + "' holds no value " + allowed);
+  return out;
+}
 
 TaskConfig task_config(const ConfigMap& c) {
   TaskConfig t;
@@ -228,7 +251,7 @@ TaskConfig task_config(const ConfigMap& c) {
   t.num_kv_pairs = get_int(c, "num-kv-pairs", 1, int64_t(1) << 22);
   t.power_a = get_double(c, "power-a", 0.0, 1.0);
   t.random_fillers = get_bool(c, "random-fillers");
-  t.distances = parse_distances(text_of(c, "distance"));
+  t.distances = parse_int_list("distance", text_of(c, "distance"), 1, int64_t(1) << 24, false);
   try {
     t.validate();
   } catch (const Error& e) {

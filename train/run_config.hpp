@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "data/tasks.hpp"
 #include "models/config.hpp"
@@ -26,6 +27,15 @@ void add_training_options(po::options_description& d);
 ConfigMap config_text(const po::variables_map& vm, const po::options_description& d);
 // The options of `d` given on the command line or in the config file (not defaulted).
 std::map<std::string, bool> given_options(const po::variables_map& vm, const po::options_description& d);
+
+// Integers in lo..hi, comma-separated ("--lengths 64,128") or, with spaces_too, separated by
+// spaces or commas ("--prompt '3 1 4'"). A bad, out-of-range or empty item, or no item at all,
+// is a UsageError naming the option and the item.
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
+                                    int64_t hi, bool spaces_too);
+
+// One integer option of a config, in lo..hi; UsageError naming --key otherwise (or when missing).
+int64_t config_int(const ConfigMap& c, const std::string& key, int64_t lo, int64_t hi);
 
 // Typed views. Each throws UsageError naming the option (--key), the bad value and what is
 // allowed; a missing key is an error too.

@@ -118,9 +118,11 @@ void Progress::draw(const MetricsRow& r) {
   const int filled = int(double(width) * double(r.step) / double(total_));
   std::string bar(size_t(filled), '#');
   bar.resize(width, '.');
-  std::fprintf(stderr, "\r\033[K%lld/%lld [%s] %3.0f%%  loss %.4f  acc %.3f  %.0f tok/s  ETA %s",
+  char acc[16] = "-";  // the accuracy of the last logged step; none before the first
+  if (std::isfinite(r.acc)) std::snprintf(acc, sizeof acc, "%.3f", r.acc);
+  std::fprintf(stderr, "\r\033[K%lld/%lld [%s] %3.0f%%  loss %.4f  acc %s  %.0f tok/s  ETA %s",
                (long long)r.step, (long long)total_, bar.c_str(), 100.0 * double(r.step) / double(total_),
-               r.loss, r.acc, r.tokens_per_s, eta(r.step).c_str());
+               r.loss, acc, r.tokens_per_s, eta(r.step).c_str());
   std::fflush(stderr);
   drawn_ = true;
 }
