@@ -1,65 +1,122 @@
-// The synthetic recall tasks of specs/TASKS.md: copy, selective-copy, mqar, induction, needle.
-// A row is (inputs, next-token targets, loss mask) of length seq_len. Every row is a pure function
-// of (stream seed, batch index, row) drawn with tri::Rng only, so a stream can resume at any
-// batch, evaluation can take any slice, and the same seed gives the same bits on every machine.
+// The synthetic recall tasks of specs/TASKS.md and their registry. A row is (inputs, next-token
+// targets, loss mask) of length seq_len. Every row is a pure function of (stream seed, batch
+// index, row) drawn with tri::Rng only, so a stream can resume at any batch, evaluation can take
+// any slice, and the same seed gives the same bits on every machine.
 //
-// Layouts (T = seq_len; "target at t" is what the model must predict after reading inputs[t]):
-//   copy            BOS s SEP s EOS PAD...; symbols 0..A-1, BOS=A, SEP=A+1, EOS=A+2, PAD=A+3.
-//                   Scored: t = |s|+1 .. 2|s|+1 (targets: the copied string, then EOS).
-//   selective-copy  noise 0 with M data tokens (1..A-2) at sorted distinct positions among the
-//                   first T-M slots, then M markers A-1. Scored: the markers, targets the data
-//                   tokens in order.
-//   mqar            k1 v1 .. kK vK, then the query region (zeros, or uniform tokens with
-//                   random_fillers). Keys from [1, V/2), values from [V/2, V), distinct within a
-//                   row. Gaps g are drawn without replacement from p(i) ~ i^(a-1), i = 1..(T-2K)/2;
-//                   key j is queried at 2K + 2*(g_j - 1) (Zoology's 0-based offset, so the largest
-//                   gap still lands inside the row). Scored: the K query positions, target the value.
-//   induction       content tokens 1..V-1 at 0..T-2, with the pair (trigger 0, x) at p, p+1 < T-2;
-//                   the last input is the trigger. Scored: t = T-1, target x.
-//   needle          fillers from [1, V/4), one key from [V/4, V/2) at T-2-d and its value from
-//                   [V/2, V) right after it; the last input is the key. Scored: t = T-1, target
-//                   the value. Row i of a batch uses distance distances[i % count].
+// A task is one file (data/task_<name>.cpp): its options, its row generator, the legend of its
+// tokens and the metrics it adds, as a TaskOptions subclass, and its entry (a TaskSpec). The
+// built-ins are listed once in tasks.cpp; tests may register more (register_task).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/ops.hpp"
+#include "framework/options.hpp"
+#include "framework/rng.hpp"
 
 namespace tri {
 
-struct TaskConfig {
-  std::string task = "mqar";  // copy | selective-copy | mqar | induction | needle
-  int64_t seq_len = 0;        // 0: the task's default (default_seq_len)
-  int64_t vocab = 0;          // selective-copy, mqar, induction, needle; 0: the task's default
-  // copy
-  int64_t alphabet = 26;
-  int64_t min_len = 5, max_len = 20;
-  // selective-copy
-  int64_t num_tokens = 16;  // M
-  // mqar
-  int64_t num_kv_pairs = 8;
-  double power_a = 0.01;
-  bool random_fillers = false;
-  // needle
-  std::vector<int64_t> distances = {4, 16, 64, 128, 250};
+struct TaskConfig;
+
+struct Batch {
+  IntTensor inputs;            // [B, T]
+  IntTensor targets;           // [B, T], kIgnoreIndex where mask is 0
+  std::vector<uint8_t> mask;   // [B*T], 1 at scored positions
+  std::vector<int64_t> group;  // [B], a row's group for the task's extra metrics (needle: the
+                               // key-query distance); empty when the task has none
+};
+
+// One row of a batch being drawn: inputs x, targets y, mask m, all of length T.
+struct Row {
+  int32_t* x;
+  int32_t* y;
+  uint8_t* m;
+  int64_t T;
+  int64_t index;  // the row's index in its batch
+  int64_t group;  // set by tasks with groups (Batch::group)
+  void score(int64_t t, int32_t target) {
+    y[t] = target;
+    m[t] = 1;
+  }
+};
+
+// A share of hits: token accuracies and the tasks' extra metrics.
+struct Accuracy {
+  int64_t correct = 0, total = 0;
+  double value() const { return total ? double(correct) / double(total) : 0.0; }
+  void add(const Accuracy& o) { correct += o.correct, total += o.total; }
+};
+// The metrics a task adds beyond token and sequence accuracy, by name, in the task's order
+// (needle: "acc@4", "acc@16", ...; copy: "gen_acc").
+using ExtraScores = std::vector<std::pair<std::string, Accuracy>>;
+Accuracy& extra_score(ExtraScores& scores, const std::string& name);  // added when missing
+void add_extra_scores(ExtraScores& into, const ExtraScores& more);
+
+// Greedy decoding of the model under evaluation: the tokens generated after `prompt`, at most
+// max_new, ending early with stop_token (>= 0) included. Tasks with a generated answer score it.
+using GreedyDecoder = std::function<std::vector<int32_t>(const std::vector<int32_t>& prompt,
+                                                         int64_t max_new, int32_t stop_token)>;
+
+// A task's own options and behaviour. visit() lists its option fields (keys unique across the
+// tasks, as they share one command line).
+class TaskOptions : public Options {
+ public:
+  virtual int64_t default_seq_len() const = 0;
+  virtual int64_t default_vocab() const { return 16; }
+  // A vocabulary the task's own options fix (copy: alphabet + 4); --vocab is then 0 or that.
+  virtual int64_t fixed_vocab() const { return 0; }
+  // Throws an Error naming the bad option and its limit; seq-len and vocab are resolved.
+  virtual void validate(const TaskConfig& c) const = 0;
+  // Draws row r; every input and target is written (targets default to kIgnoreIndex).
+  virtual void fill_row(const TaskConfig& c, Rng& rng, Row& r) const = 0;
+  // What its token ids mean, e.g. "keys 1..31, values 32..63, filler 0".
+  virtual std::string legend(const TaskConfig& c) const = 0;
+  // What Batch::group holds for this task (needle: "distance").
+  virtual std::string group_name() const { return "group"; }
+  // A task with a generated answer (its scored span, decoded greedily) returns the token that
+  // ends it (copy: EOS); -1: none.
+  virtual int32_t stop_token(const TaskConfig&) const { return -1; }
+  // The task's extra metrics over one batch and its logits [B, T, V]; `decode` is null when
+  // the caller does not decode (then metrics that need it are left out).
+  virtual void extra_scores(const TaskConfig&, const Batch&, const Tensor& /*logits*/,
+                            const GreedyDecoder* /*decode*/, ExtraScores&) const {}
+};
+
+struct TaskSpec {
+  std::string name;     // the --task value
+  std::string summary;  // one line for --help
+  std::function<std::unique_ptr<TaskOptions>()> options;  // the task's options at their defaults
+};
+
+// Adds a task; an Error when the name is taken.
+void register_task(TaskSpec spec);
+// The entry of `name`; an Error naming the registered tasks when there is none.
+const TaskSpec& task_spec(const std::string& name);
+std::vector<std::string> task_names();
+std::vector<const TaskSpec*> tasks();
+
+// A task and its options: the fields every task shares, and those of the task `task` names.
+struct TaskConfig : Options {
+  std::string task = "mqar";
+  int64_t seq_len = 0;  // 0: the task's default (copy 2*max-len+3, mqar 128, others 256)
+  int64_t vocab = 0;    // 0: the task's default (16; mqar and needle 8192; copy alphabet + 4)
+  OptionsBox<TaskOptions> options;
+
+  TaskConfig();  // mqar with every default
+  static TaskConfig of(const std::string& task);  // `task` with every default
+  const TaskOptions& behaviour() const { return *options; }
 
   int64_t length() const;      // seq_len, or the task's default when 0
   int64_t vocab_size() const;  // ids are 0..vocab_size()-1
-  // Throws tri::Error naming the first bad parameter and its limit.
+
+  void visit(FieldVisitor& v) override;  // task, seq-len, vocab, then the task's own
+  std::unique_ptr<Options> clone() const override { return std::make_unique<TaskConfig>(*this); }
+  // Ranges, then the task's own checks; an Error naming the first bad option and its limit.
   void validate() const;
-};
-
-// The CPU defaults of specs/TASKS.md: copy 2*max_len+3, selective-copy 256, mqar 128 (the
-// (128, 8) point of the Zoology grid), induction 256, needle 256.
-int64_t default_seq_len(const TaskConfig& c);
-const std::vector<std::string>& task_names();
-
-struct Batch {
-  IntTensor inputs;              // [B, T]
-  IntTensor targets;             // [B, T], kIgnoreIndex where mask is 0
-  std::vector<uint8_t> mask;     // [B*T], 1 at scored positions
-  std::vector<int64_t> distance; // needle: [B] the row's key-query distance; empty otherwise
 };
 
 // The seed of the training or evaluation stream ("train" | "eval") from one base seed: distinct
@@ -69,11 +126,12 @@ uint64_t stream_seed(uint64_t base_seed, const std::string& split);
 // Batch `batch_index` of the stream `seed` (validates cfg first).
 Batch make_batch(const TaskConfig& cfg, uint64_t seed, uint64_t batch_index, int64_t batch_size);
 
-// Copy: the answer of row b (the copied string and EOS) starts at input position `start`
-// (the first copied symbol) and has `length` tokens; the prompt is inputs[0, start).
+// The answer of row b of a task with a generated answer: the first run of scored positions
+// predicts inputs[start .. start+length) (copy: the string and EOS); the prompt is
+// inputs[0, start).
 struct AnswerSpan {
   int64_t start, length;
 };
-AnswerSpan copy_answer_span(const Batch& batch, int64_t row);
+AnswerSpan answer_span(const Batch& batch, int64_t row);
 
 }  // namespace tri

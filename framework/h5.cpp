@@ -98,7 +98,7 @@ int64_t H5File::make_parents(const std::string& path) {
 
 namespace {
 void write_raw(hid_t file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims,
-               const void* data, const H5File& f, bool& ok) {
+               const void* data, bool& ok) {
   Handle space{dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                H5Sclose};
@@ -118,7 +118,7 @@ void H5File::write(const std::string& path, const Tensor& t) {
   make_parents(path);
   QuietH5 q;
   bool ok;
-  write_raw(file_, path, H5T_NATIVE_FLOAT, dims_of(t.shape()), t.data(), *this, ok);
+  write_raw(file_, path, H5T_NATIVE_FLOAT, dims_of(t.shape()), t.data(), ok);
   if (!ok) fail("cannot write dataset", path);
 }
 
@@ -127,7 +127,7 @@ void H5File::write_ints(const std::string& path, const Shape& shape, const std::
   make_parents(path);
   QuietH5 q;
   bool ok;
-  write_raw(file_, path, H5T_NATIVE_INT32, dims_of(shape), v.data(), *this, ok);
+  write_raw(file_, path, H5T_NATIVE_INT32, dims_of(shape), v.data(), ok);
   if (!ok) fail("cannot write dataset", path);
 }
 
@@ -135,7 +135,7 @@ void H5File::write_u64(const std::string& path, const std::vector<uint64_t>& v) 
   make_parents(path);
   QuietH5 q;
   bool ok;
-  write_raw(file_, path, H5T_NATIVE_UINT64, {hsize_t(v.size())}, v.data(), *this, ok);
+  write_raw(file_, path, H5T_NATIVE_UINT64, {hsize_t(v.size())}, v.data(), ok);
   if (!ok) fail("cannot write dataset", path);
 }
 
@@ -155,7 +155,7 @@ Shape H5File::shape_of(const std::string& path) const {
 namespace {
 // Reads a whole dataset after checking its class (float or integer) and element count.
 void read_raw(hid_t file, const std::string& path, H5T_class_t want, hid_t mem_type, void* out,
-              int64_t count, const H5File& f, std::string& err) {
+              int64_t count, std::string& err) {
   Handle ds{H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose};
   if (ds.id < 0) { err = "missing dataset"; return; }
   Handle type{H5Dget_type(ds.id), H5Tclose};
@@ -171,7 +171,7 @@ Tensor H5File::read(const std::string& path) const {
   Tensor t = Tensor::empty(s);
   QuietH5 q;
   std::string err;
-  read_raw(file_, path, H5T_FLOAT, H5T_NATIVE_FLOAT, t.data(), s.numel(), *this, err);
+  read_raw(file_, path, H5T_FLOAT, H5T_NATIVE_FLOAT, t.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
   return t;
 }
@@ -182,7 +182,7 @@ std::vector<int32_t> H5File::read_ints(const std::string& path, Shape* shape) co
   std::vector<int32_t> v(size_t(s.numel()));
   QuietH5 q;
   std::string err;
-  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_INT32, v.data(), s.numel(), *this, err);
+  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_INT32, v.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
   return v;
 }
@@ -192,7 +192,7 @@ std::vector<uint64_t> H5File::read_u64(const std::string& path) const {
   std::vector<uint64_t> v(size_t(s.numel()));
   QuietH5 q;
   std::string err;
-  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_UINT64, v.data(), s.numel(), *this, err);
+  read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_UINT64, v.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
   return v;
 }

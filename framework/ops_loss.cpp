@@ -10,10 +10,10 @@ namespace tri {
 IntTensor masked_targets(const IntTensor& targets, const std::vector<uint8_t>& mask) {
   if (int64_t(mask.size()) != targets.numel())
     throw Error("masked_targets: mask has " + std::to_string(mask.size()) + " entries, targets " +
-                targets.shape.str());
+                targets.shape().str());
   IntTensor out = targets;
   for (size_t i = 0; i < mask.size(); ++i)
-    if (!mask[i]) out.v[i] = kIgnoreIndex;
+    if (!mask[i]) out.data()[i] = kIgnoreIndex;
   return out;
 }
 
@@ -22,10 +22,10 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
   const int64_t V = logits.size(-1), rows = logits.numel() / V;
   if (targets.numel() != rows)
     throw Error("cross_entropy: logits " + logits.shape().str() + " need " + std::to_string(rows) +
-                " targets, got shape " + targets.shape.str());
+                " targets, got shape " + targets.shape().str());
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t t = targets.v[r];
+    const int32_t t = targets.data()[r];
     if (t == kIgnoreIndex) continue;
     if (t < 0 || t >= V)
       throw Error("cross_entropy: target " + std::to_string(t) + " out of range [0, " +
@@ -40,14 +40,14 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
   std::vector<double> row_loss(size_t(rows), 0.0);
 #pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
-    if (targets.v[r] == kIgnoreIndex) continue;
+    if (targets.data()[r] == kIgnoreIndex) continue;
     const float* xr = px + r * V;
     float mx = -INFINITY;
     for (int64_t j = 0; j < V; ++j) mx = std::max(mx, xr[j]);
     double s = 0;
     for (int64_t j = 0; j < V; ++j) s += std::exp(double(xr[j] - mx));
     pl[r] = mx + float(std::log(s));
-    row_loss[size_t(r)] = double(pl[r]) - xr[targets.v[r]];
+    row_loss[size_t(r)] = double(pl[r]) - xr[targets.data()[r]];
   }
   double total = 0;
   for (double l : row_loss) total += l;
@@ -59,7 +59,7 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
     const float scale = g[0] / float(count);
 #pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
     for (int64_t r = 0; r < rows; ++r) {
-      const int32_t t = targets.v[r];
+      const int32_t t = targets.data()[r];
       if (t == kIgnoreIndex) continue;
       const float *xr = px + r * V, l = pl[r];
       float* gr = gx + r * V;

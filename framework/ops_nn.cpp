@@ -192,19 +192,19 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids) {
   if (weight.dim() != 2) throw Error("embedding: weight must be [V, D], got " + weight.shape().str());
   const int64_t V = weight.size(0), D = weight.size(1), n = ids.numel();
   for (int64_t i = 0; i < n; ++i)
-    if (ids.v[i] < 0 || ids.v[i] >= V)
-      throw Error("embedding: token id " + std::to_string(ids.v[i]) + " out of range [0, " +
+    if (ids.data()[i] < 0 || ids.data()[i] >= V)
+      throw Error("embedding: token id " + std::to_string(ids.data()[i]) + " out of range [0, " +
                   std::to_string(V) + ")");
-  std::vector<int64_t> os = ids.shape.vec();
+  std::vector<int64_t> os = ids.shape().vec();
   os.push_back(D);
   Tensor out = Tensor::empty(Shape(os));
   for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out.data() + i * D, weight.data() + int64_t(ids.v[i]) * D, sizeof(float) * size_t(D));
+    std::memcpy(out.data() + i * D, weight.data() + int64_t(ids.data()[i]) * D, sizeof(float) * size_t(D));
   if (!needs_grad({weight})) return out;
   record("embedding", out, {}, [weight, ids, D, n](const float* g) {
     float* gw = grad_of(weight);
     for (int64_t i = 0; i < n; ++i) {  // scatter-add: repeated ids accumulate
-      float* row = gw + int64_t(ids.v[i]) * D;
+      float* row = gw + int64_t(ids.data()[i]) * D;
       for (int64_t j = 0; j < D; ++j) row[j] += g[i * D + j];
     }
   });

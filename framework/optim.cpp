@@ -246,6 +246,11 @@ std::string AdamW::describe() const {
          " except on decay=false parameters)";
 }
 
+std::map<std::string, double> AdamW::hyperparameters() const {
+  return {{"lr", lr_}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2}, {"eps", opt_.eps},
+          {"weight_decay", opt_.weight_decay}};
+}
+
 void AdamW::step() {
   std::vector<AdamWJob> jobs;
   std::vector<int64_t> sizes;
@@ -313,6 +318,11 @@ std::string SGD::describe() const {
   return "sgd(lr=" + fmt(lr_) + ", momentum=" + fmt(opt_.momentum) + ", dampening=" +
          fmt(opt_.dampening) + ", nesterov=" + (opt_.nesterov ? "true" : "false") +
          ", weight_decay=" + fmt(opt_.weight_decay) + " except on decay=false parameters)";
+}
+
+std::map<std::string, double> SGD::hyperparameters() const {
+  return {{"lr", lr_}, {"momentum", opt_.momentum}, {"dampening", opt_.dampening},
+          {"weight_decay", opt_.weight_decay}, {"nesterov", opt_.nesterov ? 1.0 : 0.0}};
 }
 
 void SGD::step() {

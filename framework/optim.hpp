@@ -38,6 +38,8 @@ class Optimizer {
   virtual const char* name() const = 0;
   // One line with every hyperparameter, for the printed config.
   virtual std::string describe() const = 0;
+  // Every hyperparameter by name, lr the current one (for checkpoints).
+  virtual std::map<std::string, double> hyperparameters() const = 0;
 
   void zero_grad();
   double lr() const { return lr_; }
@@ -88,6 +90,7 @@ class AdamW : public Optimizer {
   void step() override;
   const char* name() const override { return "adamw"; }
   std::string describe() const override;
+  std::map<std::string, double> hyperparameters() const override;
   AdamWOptions options() const;
   Tensor exp_avg(const std::string& param_name) const { return slot(param_name, "exp_avg"); }
   Tensor exp_avg_sq(const std::string& param_name) const { return slot(param_name, "exp_avg_sq"); }
@@ -115,6 +118,7 @@ class SGD : public Optimizer {
   void step() override;
   const char* name() const override { return "sgd"; }
   std::string describe() const override;
+  std::map<std::string, double> hyperparameters() const override;
   SGDOptions options() const;
   Tensor momentum_buffer(const std::string& param_name) const {
     return slot(param_name, "momentum_buffer");

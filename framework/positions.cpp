@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "attention.hpp"
+#include "positions.hpp"
 #include "autograd.hpp"
 
 namespace tri {

@@ -180,12 +180,10 @@ RuntimeInfo runtime_info() {
 
 std::string runtime_warning() {
   RuntimeInfo r = runtime_info();
-  if (!r.openblas_core_generic) return "";
-  std::string w = "OpenBLAS runs its generic '" + r.openblas_core +
-                  "' kernel on this CPU (about 5x slower GEMM)";
-  if (r.gemm_backend == "openblas")
-    return w + "; use --gemm dnnl, or set OPENBLAS_CORETYPE (e.g. Haswell or SkylakeX)";
-  return w + "; GEMM uses oneDNN instead";
+  if (!r.openblas_core_generic || r.gemm_backend != "openblas") return "";
+  return "GEMM runs on OpenBLAS's generic '" + r.openblas_core +
+         "' kernel on this CPU (about 5x slower); use --gemm dnnl, or set OPENBLAS_CORETYPE "
+         "(e.g. Haswell or SkylakeX)";
 }
 
 std::string runtime_banner() {
@@ -207,6 +205,21 @@ std::string runtime_banner() {
     g_banner_warned = true;
   }
   return s.str();
+}
+
+std::string runtime_summary() {
+  RuntimeInfo r = runtime_info();
+  std::string s = "trilemma " + r.version + ": GEMM " +
+                  (r.gemm_backend == "dnnl" ? "oneDNN " + r.dnnl_version + " (" + r.dnnl_isa + ")"
+                                            : "OpenBLAS (" + r.openblas_core + " kernel)") +
+                  ", " + std::to_string(r.threads) + " thread" + (r.threads == 1 ? "" : "s") + " of " +
+                  std::to_string(r.physical_cores) + " physical cores, " + r.cpu_model;
+  const std::string w = runtime_warning();
+  if (!w.empty()) {
+    s += "\nWARNING: " + w;
+    g_banner_warned = true;
+  }
+  return s;
 }
 
 }  // namespace tri

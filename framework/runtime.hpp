@@ -46,9 +46,12 @@ int num_threads();
 int physical_cores();
 
 RuntimeInfo runtime_info();
-// Multi-line "key: value" description printed at start-up by every command.
+// Multi-line "key: value" description (trilemma info).
 std::string runtime_banner();
-// A warning when GEMM would run on a slow kernel, else empty.
+// One line (two with a warning) for the output of a measurement: version, GEMM backend and
+// ISA or kernel, threads, CPU.
+std::string runtime_summary();
+// A warning when GEMM runs on a slow kernel (OpenBLAS's generic one), else empty.
 std::string runtime_warning();
 
 }  // namespace tri

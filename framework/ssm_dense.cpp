@@ -1,5 +1,5 @@
-// The time-invariant SSM with a dense state matrix (the HiPPO-LegS ablation): the LegS matrix,
-// its bilinear discretisation per channel, and the scan
+// The time-invariant SSM with a dense state matrix (the HiPPO-LegS and S4D-Lin ablations): the
+// state matrices, their bilinear discretisation per channel, and the scan
 //   h_t = Ad_e h_{t-1} + Bbar_e u_t,   y_t = C_e . h_t          (per channel e, h [N])
 // Shapes: B batch, T time, E channels, N state size.
 // The scan runs per channel (channels are independent and own their gradients, so there is
@@ -8,13 +8,14 @@
 // plus dC_e = sum_t dy_t h_t from a forward re-scan: nothing is stored between the passes.
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <vector>
 
 #include <omp.h>
 
 #include "autograd.hpp"
-#include "selective_scan.hpp"
+#include "ssm_dense.hpp"
 
 namespace tri {
 
@@ -29,6 +30,21 @@ Tensor hippo_legs(int64_t N) {
     for (int64_t k = 0; k <= n; ++k)
       A.data()[n * N + k] = n > k ? -float(std::sqrt(double(2 * n + 1) * double(2 * k + 1)))
                                   : -float(n + 1);
+  return A;
+}
+
+Tensor s4d_lin_matrix(int64_t N) {
+  if (N < 2 || N % 2 != 0) throw Error("s4d_lin_matrix: N = " + std::to_string(N) + " must be even and >= 2");
+  Tensor A = Tensor::zeros(Shape{N, N});
+  float* a = A.data();
+  for (int64_t m = 0; m < N / 2; ++m) {
+    const int64_t p = 2 * m, q = 2 * m + 1;
+    const float w = float(std::numbers::pi * double(m));
+    a[p * N + p] = -0.5f;
+    a[q * N + q] = -0.5f;
+    a[p * N + q] = -w;
+    a[q * N + p] = w;
+  }
   return A;
 }
 

@@ -226,9 +226,9 @@ void Tensor::copy_(const Tensor& src) {
   bump_version();
 }
 
-IntTensor::IntTensor(const Shape& s, std::vector<int32_t> values) : shape(s), v(std::move(values)) {
-  if (int64_t(v.size()) != s.numel())
-    throw Error("int tensor: " + std::to_string(v.size()) + " values given for shape " + s.str());
+IntTensor::IntTensor(const Shape& s, std::vector<int32_t> values) : shape_(s), values_(std::move(values)) {
+  if (int64_t(values_.size()) != s.numel())
+    throw Error("int tensor: " + std::to_string(values_.size()) + " values given for shape " + s.str());
 }
 
 }  // namespace tri

@@ -111,14 +111,20 @@ class Tensor {
   std::shared_ptr<TensorImpl> p_;
 };
 
-// Integer tensors for token ids and targets (no autograd).
-struct IntTensor {
-  Shape shape;
-  std::vector<int32_t> v;
+// Integer tensors for token ids and targets (no autograd): a shape and its values, row-major.
+class IntTensor {
+ public:
   IntTensor() = default;
-  IntTensor(const Shape& s, std::vector<int32_t> values);
-  int64_t numel() const { return shape.numel(); }
-  const int32_t* data() const { return v.data(); }
+  IntTensor(const Shape& s, std::vector<int32_t> values);  // values.size() == s.numel()
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return shape_.numel(); }
+  const int32_t* data() const { return values_.data(); }
+  int32_t* data() { return values_.data(); }
+  const std::vector<int32_t>& values() const { return values_; }
+
+ private:
+  Shape shape_;
+  std::vector<int32_t> values_;
 };
 
 }  // namespace tri

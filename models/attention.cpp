@@ -2,6 +2,8 @@
 
 #include "framework/attention.hpp"
 #include "framework/autograd.hpp"
+#include "framework/positions.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
@@ -17,7 +19,7 @@ struct KVCache : MixerState {
 AttentionOptions options_for(const ModelConfig& cfg) {
   AttentionOptions opt;
   opt.causal = true;
-  if (cfg.pos == "alibi") opt.alibi_slopes = alibi_slopes(cfg.n_heads);
+  if (cfg.pos == "alibi") opt.alibi_slopes = alibi_slopes(cfg.options<HeadOptions>().n_heads);
   return opt;
 }
 
@@ -28,7 +30,20 @@ Tensor append_row(const Tensor& cache, const Tensor& row) {
 
 }  // namespace
 
-MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c, rng) {}
+FamilySpec attention_family() {
+  FamilySpec f;
+  f.name = "attention";
+  f.summary = "multi-head causal softmax attention";
+  f.options = [] { return std::make_unique<HeadOptions>(); };
+  f.make = [](const ModelConfig& c, Rng& rng) { return std::make_unique<MultiHeadAttention>(c, rng); };
+  f.positions = {"none", "sinusoidal", "learned", "rope", "alibi"};
+  f.validate = validate_heads;
+  f.decode_state = "KV cache: K and V of every token seen, 2 T d floats per layer";
+  f.parity_model = "MultiHeadAttention";
+  return f;
+}
+
+MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c.checked(), rng) {}
 
 Tensor MultiHeadAttention::forward(const Tensor& x) {
   Tensor q = split_heads(q_proj(x));  // [B, T, H, Dh]
@@ -50,7 +65,7 @@ std::unique_ptr<MixerState> MultiHeadAttention::new_state(int64_t batch) const {
 
 Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
   NoGradGuard no_grad;
-  KVCache& cache = dynamic_cast<KVCache&>(state);
+  KVCache& cache = state_as<KVCache>(state, "attention");
   check_step_input(x, cache.batch);
   Tensor q = split_heads(q_proj(x));  // [B, 1, H, Dh]
   Tensor k = split_heads(k_proj(x));
@@ -67,7 +82,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
   return out_proj(merge_heads(o));
 }
 
-int64_t MultiHeadAttention::state_bytes(int64_t T) const {
+int64_t MultiHeadAttention::state_bytes(int64_t T) const {  // K and V rows of T tokens
   return 2 * T * cfg.d_model * int64_t(sizeof(float));
 }
 

@@ -1,26 +1,17 @@
 #include "block.hpp"
 
 #include "framework/autograd.hpp"
-#include "models/attention.hpp"
-#include "models/linear_attention.hpp"
-#include "models/mamba.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
-std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, Rng& rng) {
-  if (cfg.family == "attention") return std::make_unique<MultiHeadAttention>(cfg, rng);
-  if (cfg.family == "linear") return std::make_unique<LinearAttention>(cfg, rng);
-  if (cfg.family == "mamba") return std::make_unique<MambaMixer>(cfg, rng);
-  throw Error("make_mixer: family '" + cfg.family + "' is not one of attention | linear | mamba");
-}
-
 Block::Block(const ModelConfig& cfg, Rng& rng) : pre_norm(cfg.norm == "pre") {
-  const bool mamba = cfg.family == "mamba";
-  const Norm::Kind kind = mamba ? Norm::Kind::rms : Norm::Kind::layer;
+  const FamilySpec& family = cfg.spec();
+  const Norm::Kind kind = family.norm;
   // Registered in PyTorch's state_dict order: norm, mixer, norm2, mlp.
   norm1 = std::make_unique<Norm>(kind, cfg.d_model);
-  add_module(mamba ? "norm" : "norm1", *norm1);
-  mixer = make_mixer(cfg, rng);
+  add_module(family.first_norm, *norm1);
+  mixer = family.make(cfg, rng);
   add_module("mixer", *mixer);
   if (cfg.mlp != "none") {
     norm2 = std::make_unique<Norm>(kind, cfg.d_model);

@@ -1,8 +1,8 @@
 // One residual block: a sequence mixer, norms and an optional MLP.
 //   pre-norm  (default):  x = x + mixer(norm1(x));  x = x + mlp(norm2(x))
 //   post-norm (the book's algorithm 3):  x = norm1(x + mixer(x));  x = norm2(x + mlp(x))
-// Attention and linear-attention blocks use LayerNorm ("norm1", "norm2"); Mamba blocks use
-// RMSNorm, named as mamba_ssm names it ("norm", and "norm2" before the MLP).
+// The family's entry (models/family.hpp) says which norm: LayerNorm ("norm1", "norm2") for
+// attention and linear attention, RMSNorm named as mamba_ssm names it ("norm", "norm2") for Mamba.
 #pragma once
 #include <functional>
 #include <memory>
@@ -11,12 +11,9 @@
 
 namespace tri {
 
-// The mixer cfg.family names: MultiHeadAttention, LinearAttention or MambaMixer.
-std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, Rng& rng);
-
 class Block : public Module {
  public:
-  Block(const ModelConfig& cfg, Rng& rng);
+  Block(const ModelConfig& cfg, Rng& rng);  // cfg: checked (ModelConfig::checked)
   Tensor forward(const Tensor& x);                      // [B, T, D] -> [B, T, D]
   Tensor step(const Tensor& x, MixerState& state);      // [B, 1, D], no grad
 

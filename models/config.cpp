@@ -1,70 +1,92 @@
-#include "config.hpp"
+#include "models/config.hpp"
 
-#include <initializer_list>
+#include <algorithm>
+#include <typeinfo>
 
-#include "framework/tensor.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
 namespace {
 
-void require_one_of(const char* field, const std::string& value,
-                    std::initializer_list<const char*> allowed) {
-  std::string list;
-  for (const char* a : allowed) {
-    if (value == a) return;
-    list += list.empty() ? a : std::string(" | ") + a;
-  }
-  throw Error("config: " + std::string(field) + " '" + value + "' is not one of " + list);
+// Every position encoding some family supports, in the order the families list them.
+std::vector<std::string> all_positions() {
+  std::vector<std::string> out;
+  for (const FamilySpec* f : families())
+    for (const std::string& p : f->positions)
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
 }
 
-void require_positive(const char* field, int64_t value) {
-  if (value <= 0)
-    throw Error("config: " + std::string(field) + " = " + std::to_string(value) +
-                " must be positive");
+std::string family_help() {
+  std::string s = "sequence mixer:";
+  for (const FamilySpec* f : families()) s += " " + f->name + " (" + f->summary + "),";
+  s.pop_back();
+  return s;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
 }
 
 }  // namespace
 
-void ModelConfig::validate() const {
-  require_one_of("family", family, {"attention", "linear", "mamba"});
-  require_positive("vocab", vocab);
-  require_positive("d_model", d_model);
-  require_positive("n_layers", n_layers);
-  require_positive("max_seq_len", max_seq_len);
-  require_one_of("norm", norm, {"pre", "post"});
-  require_one_of("mlp", mlp, {"none", "gelu"});
-  require_one_of("pos", pos, {"none", "sinusoidal", "learned", "rope", "alibi"});
-  require_one_of("feature_map", feature_map, {"elu", "relu", "identity"});
-  require_one_of("a_init", a_init, {"s4d-real", "s4d-lin", "hippo-legs"});
+ModelConfig::ModelConfig() : mixer(family_spec(family).options()) {}
 
-  if (family == "mamba") {
-    if (pos != "none")
-      throw Error("config: pos '" + pos + "' is not allowed for family mamba (only none)");
-    require_positive("d_state", d_state);
-    require_positive("d_conv", d_conv);
-    require_positive("expand", expand);
-    if (dt_rank < 0)
-      throw Error("config: dt_rank = " + std::to_string(dt_rank) +
-                  " must be >= 0 (0 means ceil(d_model / 16))");
-    if (a_init != "s4d-real" && ssm_selective)
-      throw Error("config: a_init '" + a_init +
-                  "' needs ssm_selective = false (with a selective SSM only s4d-real)");
-    if (a_init == "s4d-lin" && d_state % 2 != 0)
-      throw Error("config: a_init 's4d-lin' needs an even d_state (N/2 complex modes), got " +
-                  std::to_string(d_state));
-    return;
-  }
-  // attention and linear attention
-  require_positive("n_heads", n_heads);
-  if (d_model % n_heads != 0)
-    throw Error("config: d_model = " + std::to_string(d_model) + " is not divisible by n_heads = " +
-                std::to_string(n_heads));
-  if (pos == "alibi" && family != "attention")
-    throw Error("config: pos 'alibi' is only allowed for family attention, not " + family);
-  if (pos == "rope" && head_dim() % 2 != 0)
-    throw Error("config: pos 'rope' needs an even head_dim, got d_model / n_heads = " +
-                std::to_string(head_dim()));
+ModelConfig ModelConfig::of(const std::string& name) {
+  ModelConfig c;
+  c.family = name;
+  c.mixer = OptionsBox<Options>(family_spec(name).options());
+  return c;
+}
+
+const FamilySpec& ModelConfig::spec() const { return family_spec(family); }
+
+void ModelConfig::visit(FieldVisitor& v) {
+  v.choice("model", family, family_names(), family_help());
+  v.integer("d-model", d_model, {1, 1 << 16}, "model width");
+  v.integer("n-layers", n_layers, {1, 1024}, "blocks");
+  v.choice("pos", pos, all_positions(),
+           "positions: none, sinusoidal, learned (added to the embeddings), rope, alibi (in attention); "
+           "each model takes its own");
+  v.choice("norm", norm, {"pre", "post"}, "pre: x + f(LN(x)); post: LN(x + f(x)) as the book's block");
+  v.choice("mlp", mlp, {"none", "gelu"}, "none or gelu (d_ff = 4 d-model) after each mixer");
+  v.boolean("tie-embeddings", tie_embeddings, "use the embedding as the output head");
+  v.integer("max-seq-len", max_seq_len, {1, int64_t(1) << 24}, "learned positions' table size",
+            zero_means("the task's seq-len",
+                       [](const FieldLookup& l) { return l.integer("seq-len").value_or(0); }));
+  if (mixer) mixer->visit(v);
+}
+
+ModelConfig ModelConfig::resolved(const FieldLookup* outer) const {
+  ModelConfig c = *this;
+  resolve_zeros(c, outer);
+  return c;
+}
+
+void ModelConfig::validate() const {
+  const FamilySpec& f = spec();  // an unknown family first: its options cannot be checked
+  const std::unique_ptr<Options> defaults = f.options();
+  if (!mixer || typeid(*mixer) != typeid(*defaults))
+    throw Error("model config: the options are not those of family '" + family +
+                "' (set family through ModelConfig::of)");
+  check_ranges(*this);
+  if (vocab < 1) throw Error("model config: vocab " + std::to_string(vocab) + " must be >= 1");
+  if (std::find(f.positions.begin(), f.positions.end(), pos) == f.positions.end())
+    throw Error("--pos '" + pos + "' is not allowed for model " + family + " (allowed: " +
+                joined(f.positions) + ")");
+  if (pos == "learned" && max_seq_len < 1)
+    throw Error("--max-seq-len " + std::to_string(max_seq_len) +
+                ": learned positions need a table size (allowed: 1..16777216)");
+  if (f.validate) f.validate(*this);
+}
+
+ModelConfig ModelConfig::checked() const {
+  ModelConfig c = resolved();
+  c.validate();
+  return c;
 }
 
 }  // namespace tri

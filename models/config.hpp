@@ -1,40 +1,66 @@
-// Model configuration: one typed struct, mapped one to one onto CLI flags (train/) and onto the
-// checkpoint's /config attributes. validate() throws a one-line Error naming the bad field.
+// Model configuration: the fields every family shares, and the options of the family that
+// `family` names (registered in models/family.hpp, held in `mixer`). Fields are listed once, in
+// visit(), with their key (the CLI name, checkpoint /config attribute), help, range and "0
+// means" rule; the defaults are the initialisers below. validate() throws a one-line Error
+// naming --key, the value and what is allowed.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "framework/options.hpp"
+#include "framework/tensor.hpp"
+
 namespace tri {
 
-struct ModelConfig {
-  std::string family = "attention";  // attention | linear | mamba
-  int64_t vocab = 16;
+struct FamilySpec;
+
+struct ModelConfig : Options {
+  std::string family = "attention";  // a registered family: attention | linear | mamba | ...
+  int64_t vocab = 16;                // from the task (not an option of its own)
   int64_t d_model = 64;
   int64_t n_layers = 2;
-  int64_t max_seq_len = 1024;        // learned positions' table size
-  bool tie_embeddings = false;
-
-  // attention and linear attention
-  int64_t n_heads = 4;
-  std::string pos = "none";          // none | sinusoidal | learned | rope | alibi (attention only)
+  std::string pos = "none";          // none | sinusoidal | learned | rope | alibi (the family's)
   std::string norm = "pre";          // pre: X + f(LN(X)); post: LN(X + f(X)) as the book's block
   std::string mlp = "gelu";          // none | gelu (d_ff = 4 d_model)
-  bool bias = false;                 // biases on q/k/v/out projections
-  std::string feature_map = "elu";   // linear attention: elu (elu+1) | relu | identity
+  bool tie_embeddings = false;
+  int64_t max_seq_len = 0;           // learned positions' table size; 0: the task's seq-len
+  OptionsBox<Options> mixer;         // the family's own options (FamilySpec::options)
 
-  // mamba
-  int64_t d_state = 16;
-  int64_t d_conv = 4;
-  int64_t expand = 2;
-  int64_t dt_rank = 0;               // 0 means ceil(d_model / 16)
-  bool ssm_selective = true;         // false: dt, B, C learned and input-independent (LTI, S4D-like)
-  std::string a_init = "s4d-real";   // s4d-real | s4d-lin | hippo-legs (the last two: dense fixed A,
-                                     // need ssm_selective=false; s4d-lin an even d_state)
+  ModelConfig();  // attention with every default
+  // `family` with every default (its options included); an Error names the known families.
+  static ModelConfig of(const std::string& family);
 
-  int64_t head_dim() const { return d_model / n_heads; }
-  int64_t d_inner() const { return expand * d_model; }
-  int64_t resolved_dt_rank() const { return dt_rank > 0 ? dt_rank : (d_model + 15) / 16; }
+  const FamilySpec& spec() const;
+  // The family's options as T (T may be a base of them); an Error when they are not.
+  template <class T>
+  T& options() {
+    return cast<T>(mixer.get());
+  }
+  template <class T>
+  const T& options() const {
+    return cast<T>(mixer.get());
+  }
+
+  void visit(FieldVisitor& v) override;  // the shared fields, then the family's
+  std::unique_ptr<Options> clone() const override { return std::make_unique<ModelConfig>(*this); }
+
+  // This config with its zeros resolved (max-seq-len needs `outer` to know seq-len).
+  ModelConfig resolved(const FieldLookup* outer = nullptr) const;
+  // Ranges and choices, then the checks across fields (the family's own among them).
   void validate() const;
+  // resolved() and validate(): what mixers and models are built from.
+  ModelConfig checked() const;
+
+ private:
+  template <class T>
+  T& cast(Options* o) const {
+    T* t = dynamic_cast<T*>(o);
+    if (!t)
+      throw Error("model config: the options of family '" + family +
+                  "' are not of the kind asked for (another family's mixer, or a family set without "
+                  "ModelConfig::of)");
+    return *t;
+  }
 };
 
 }  // namespace tri

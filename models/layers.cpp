@@ -31,14 +31,30 @@ Mlp::Mlp(int64_t d, Rng& rng) : fc1(d, 4 * d, true, rng), fc2(4 * d, d, true, rn
   add_module("fc2", fc2);
 }
 
+void HeadOptions::visit(FieldVisitor& v) {
+  v.integer("n-heads", n_heads, {1, 1 << 16}, "heads (must divide d-model)");
+  v.boolean("bias", bias, "biases on the q/k/v/out projections");
+  v.fixed("rope-style", rope_style, "half", "RoPE rotates the pairs (i, i + head_dim/2), GPT-NeoX's rotate_half");
+}
+
+void validate_heads(const ModelConfig& cfg) {
+  const int64_t H = cfg.options<HeadOptions>().n_heads;
+  if (cfg.d_model % H != 0)
+    throw Error("--d-model " + std::to_string(cfg.d_model) + " is not divisible by --n-heads " +
+                std::to_string(H));
+  if (cfg.pos == "rope" && (cfg.d_model / H) % 2 != 0)
+    throw Error("--pos rope needs an even head width, got d-model / n-heads = " +
+                std::to_string(cfg.d_model / H));
+}
+
 HeadMixer::HeadMixer(const ModelConfig& c, Rng& rng)
     : cfg(c),
-      H(c.n_heads),
-      Dh(c.head_dim()),
-      q_proj(c.d_model, c.d_model, c.bias, rng),
-      k_proj(c.d_model, c.d_model, c.bias, rng),
-      v_proj(c.d_model, c.d_model, c.bias, rng),
-      out_proj(c.d_model, c.d_model, c.bias, rng) {
+      H(c.options<HeadOptions>().n_heads),
+      Dh(c.d_model / H),
+      q_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
+      k_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
+      v_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
+      out_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng) {
   add_module("q_proj", q_proj);
   add_module("k_proj", k_proj);
   add_module("v_proj", v_proj);

@@ -40,11 +40,24 @@ class Mlp : public Module {
   Linear fc1, fc2;
 };
 
+// The options of the mixers with heads (attention, linear attention).
+struct HeadOptions : Options {
+  int64_t n_heads = 4;
+  bool bias = false;  // biases on the q/k/v/out projections
+  // RoPE rotates the pairs (i, i + Dh/2): GPT-NeoX's rotate_half, not RoFormer's interleaved
+  // (2i, 2i+1). Stated in saved configs so that a reader elsewhere rotates the same pairs.
+  std::string rope_style = "half";
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<HeadOptions>(*this); }
+};
+// d_model divisible by the heads, and an even head width for RoPE.
+void validate_heads(const ModelConfig& cfg);
+
 // A mixer with H heads of width Dh = D / H, reading q, k, v through [D, D] projections and
-// writing through out_proj (biases when cfg.bias).
+// writing through out_proj (biases with HeadOptions::bias).
 class HeadMixer : public Mixer {
  protected:
-  HeadMixer(const ModelConfig& cfg, Rng& rng);
+  HeadMixer(const ModelConfig& cfg, Rng& rng);  // cfg: checked, with HeadOptions
   // [B, T, D] -> [B, T, H, Dh] and back: views, no transposes.
   Tensor split_heads(const Tensor& x) const;
   Tensor merge_heads(const Tensor& x) const;

@@ -1,8 +1,9 @@
 #include "linear_attention.hpp"
 
-#include "framework/attention.hpp"
 #include "framework/autograd.hpp"
 #include "framework/linear_attention.hpp"
+#include "framework/positions.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
@@ -14,11 +15,30 @@ struct LinearAttentionState : MixerState {
 };
 }  // namespace
 
-LinearAttention::LinearAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c, rng) {}
+void LinearAttentionOptions::visit(FieldVisitor& v) {
+  HeadOptions::visit(v);
+  v.choice("feature-map", feature_map, {"elu", "relu", "identity"}, "phi: elu (elu+1), relu or identity");
+}
+
+FamilySpec linear_attention_family() {
+  FamilySpec f;
+  f.name = "linear";
+  f.summary = "causal linear attention, Katharopoulos et al. 2020";
+  f.options = [] { return std::make_unique<LinearAttentionOptions>(); };
+  f.make = [](const ModelConfig& c, Rng& rng) { return std::make_unique<LinearAttention>(c, rng); };
+  f.positions = {"none", "sinusoidal", "learned", "rope"};
+  f.validate = validate_heads;
+  f.decode_state = "(S, z) per head: H (Dh^2 + Dh) floats per layer, constant in T";
+  f.parity_model = "LinearAttention";
+  return f;
+}
+
+LinearAttention::LinearAttention(const ModelConfig& c, Rng& rng)
+    : HeadMixer(c.checked(), rng), feature_map_(cfg.options<LinearAttentionOptions>().feature_map) {}
 
 Tensor LinearAttention::phi(const Tensor& x) const {
-  if (cfg.feature_map == "elu") return add_scalar(elu(x), 1.f);
-  if (cfg.feature_map == "relu") return relu(x);
+  if (feature_map_ == "elu") return add_scalar(elu(x), 1.f);
+  if (feature_map_ == "relu") return relu(x);
   return x;  // identity
 }
 
@@ -41,7 +61,7 @@ std::unique_ptr<MixerState> LinearAttention::new_state(int64_t batch) const {
 
 Tensor LinearAttention::step(const Tensor& x, MixerState& state) {
   NoGradGuard no_grad;
-  LinearAttentionState& s = dynamic_cast<LinearAttentionState&>(state);
+  LinearAttentionState& s = state_as<LinearAttentionState>(state, "linear attention");
   check_step_input(x, s.batch);
   Tensor q = phi(split_heads(q_proj(x)));  // [B, 1, H, Dh]
   Tensor k = phi(split_heads(k_proj(x)));

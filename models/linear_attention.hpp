@@ -2,7 +2,7 @@
 // Glossary (paper -> code):
 //   x_i                     x [B, T, D]
 //   Q, K, V = x W_Q, x W_K, x W_V    q_proj, k_proj, v_proj, split into H heads [B, T, H, Dh]
-//   phi(x) = elu(x) + 1     feature map (eq. 7); cfg.feature_map: elu | relu | identity
+//   phi(x) = elu(x) + 1     feature map (eq. 7); LinearAttentionOptions::feature_map: elu | relu | identity
 //   V'_i = phi(Q_i)^T S_i / phi(Q_i)^T Z_i,  S_i = sum_{j<=i} phi(K_j) V_j^T,
 //          Z_i = sum_{j<=i} phi(K_j)         (eqs. 10-12: causal masking as a running sum)
 //                           linear_attention(phi(q), phi(k), v)
@@ -14,6 +14,12 @@
 
 namespace tri {
 
+struct LinearAttentionOptions : HeadOptions {
+  std::string feature_map = "elu";  // elu (elu+1) | relu | identity
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<LinearAttentionOptions>(*this); }
+};
+
 class LinearAttention : public HeadMixer {
  public:
   LinearAttention(const ModelConfig& cfg, Rng& rng);
@@ -23,6 +29,7 @@ class LinearAttention : public HeadMixer {
   int64_t state_bytes(int64_t T) const override;  // S and Z: independent of T
 
  private:
+  std::string feature_map_;
   Tensor phi(const Tensor& x) const;
 };
 

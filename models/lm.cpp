@@ -1,8 +1,9 @@
 #include "lm.hpp"
 
-#include "framework/attention.hpp"
+#include "framework/positions.hpp"
 #include "framework/autograd.hpp"
 #include "framework/init.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
@@ -12,8 +13,8 @@ int64_t DecodeState::bytes() const {
   return n;
 }
 
-LanguageModel::LanguageModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
-  cfg.validate();
+LanguageModel::LanguageModel(const ModelConfig& config, uint64_t seed) : cfg_(config.checked()) {
+  const ModelConfig& cfg = cfg_;
   Rng rng(seed);
   const int64_t D = cfg.d_model;
   // Registered in PyTorch's state_dict order.
@@ -27,7 +28,7 @@ LanguageModel::LanguageModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) 
     layers.push_back(std::make_unique<Block>(cfg, rng));
     add_module("backbone.layers." + std::to_string(i), *layers.back());
   }
-  norm_f = std::make_unique<Norm>(cfg.family == "mamba" ? Norm::Kind::rms : Norm::Kind::layer, D);
+  norm_f = std::make_unique<Norm>(cfg.spec().norm, D);
   add_module("backbone.norm_f", *norm_f);
   if (!cfg.tie_embeddings) {
     lm_head = std::make_unique<Linear>(D, cfg.vocab, false, rng);
@@ -36,9 +37,9 @@ LanguageModel::LanguageModel(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) 
 }
 
 Tensor LanguageModel::embed(const IntTensor& ids, int64_t offset) const {
-  if (ids.shape.nd != 2)
-    throw Error("language model: ids " + ids.shape.str() + " must be [B, T]");
-  const int64_t T = ids.shape[1], D = cfg_.d_model;
+  if (ids.shape().nd != 2)
+    throw Error("language model: ids " + ids.shape().str() + " must be [B, T]");
+  const int64_t T = ids.shape()[1], D = cfg_.d_model;
   Tensor x = tri::embedding(embedding, ids);  // [B, T, D]
   if (cfg_.pos == "sinusoidal") x = x + sinusoidal_positions(T, D, offset);
   if (cfg_.pos == "learned") {
@@ -81,8 +82,8 @@ DecodeState LanguageModel::new_decode_state(int64_t batch) const {
 }
 
 Tensor LanguageModel::step(const IntTensor& ids, DecodeState& state) {
-  if (ids.shape.nd != 2 || ids.shape[0] != state.batch || ids.shape[1] != 1)
-    throw Error("language model step: ids " + ids.shape.str() + " must be [" +
+  if (ids.shape().nd != 2 || ids.shape()[0] != state.batch || ids.shape()[1] != 1)
+    throw Error("language model step: ids " + ids.shape().str() + " must be [" +
                 std::to_string(state.batch) + ", 1] (batch of the state, one token)");
   NoGradGuard no_grad;
   Tensor x = embed(ids, state.pos);

@@ -4,7 +4,7 @@
 //                                             [max_seq_len, D] are added here; rope and alibi
 //                                             act inside attention; none adds nothing
 //   x = layers[i](x)    i = 0 .. n_layers-1   backbone.layers.i (Block)
-//   logits = lm_head(norm_f(x))               norm_f: LayerNorm (RMSNorm for mamba);
+//   logits = lm_head(norm_f(x))               norm_f: the family's norm (LayerNorm; RMSNorm for mamba);
 //                                             lm_head [V, D], or the embedding when tied
 // Init: embedding and learned positions ~ N(0, 0.02^2) (GPT-2, mamba_ssm), linears PyTorch's
 // default, norms ones/zeros, the Mamba mixer its own.
@@ -26,7 +26,8 @@ struct DecodeState {
 
 class LanguageModel : public Module {
  public:
-  // Validates cfg; initialises the parameters from Rng(seed).
+  // Checks cfg (ModelConfig::checked: zeros resolved, validated); initialises the parameters
+  // from Rng(seed).
   LanguageModel(const ModelConfig& cfg, uint64_t seed);
 
   Tensor forward(const IntTensor& ids);                             // [B, T] -> logits [B, T, V]

@@ -1,13 +1,14 @@
 #include "mamba.hpp"
 
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include "framework/autograd.hpp"
 #include "framework/init.hpp"
 #include "framework/ops.hpp"
 #include "framework/selective_scan.hpp"
+#include "framework/ssm_dense.hpp"
+#include "models/family.hpp"
 
 namespace tri {
 
@@ -15,24 +16,18 @@ namespace {
 
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtFloor = 1e-4;
 
-int64_t positive(const char* name, int64_t v) {
-  if (v < 1) throw Error(std::string("mamba: ") + name + " = " + std::to_string(v) + " (allowed: >= 1)");
-  return v;
+MambaMixer::Ssm ssm_kind_of(const MambaOptions& o) {
+  if (o.a_init != "s4d-real") return MambaMixer::Ssm::lti_dense;
+  return o.ssm_selective ? MambaMixer::Ssm::selective : MambaMixer::Ssm::lti_diagonal;
 }
 
-MambaMixer::Ssm ssm_kind_of(const ModelConfig& cfg) {
-  const std::string& a = cfg.a_init;
-  if (a != "s4d-real" && a != "s4d-lin" && a != "hippo-legs")
-    throw Error("mamba: a_init '" + a + "' unknown (allowed: s4d-real, s4d-lin, hippo-legs)");
-  if (a == "s4d-real")
-    return cfg.ssm_selective ? MambaMixer::Ssm::selective : MambaMixer::Ssm::lti_diagonal;
-  if (cfg.ssm_selective)
-    throw Error("mamba: a_init = " + a + " needs ssm_selective = false (its A is dense and fixed; "
-                "the selective scan takes a diagonal A: use a_init = s4d-real)");
-  if (a == "s4d-lin" && cfg.d_state % 2 != 0)
-    throw Error("mamba: a_init = s4d-lin needs an even d_state (N/2 complex modes), got " +
-                std::to_string(cfg.d_state));
-  return MambaMixer::Ssm::lti_dense;
+void validate_mamba(const ModelConfig& cfg) {
+  const MambaOptions& o = cfg.options<MambaOptions>();
+  if (o.a_init != "s4d-real" && o.ssm_selective)
+    throw Error("--a-init " + o.a_init + " needs --ssm-selective 0 (its A is dense and fixed; "
+                "the selective scan takes a diagonal A: use --a-init s4d-real)");
+  if (o.a_init == "s4d-lin" && o.d_state % 2 != 0)
+    throw Error("--a-init s4d-lin needs an even --d-state (N/2 complex modes), got " + std::to_string(o.d_state));
 }
 
 // mamba_ssm's dt init: log-uniform in [dt_min, dt_max], floored, stored as its inverse softplus
@@ -47,30 +42,46 @@ Tensor init_dt_bias(int64_t E, Rng& rng) {
   return t;
 }
 
-// S4D-Lin as N/2 real 2x2 blocks [[-1/2, -pi m], [pi m, -1/2]] (see the header).
-Tensor s4d_lin_matrix(int64_t N) {
-  Tensor A = Tensor::zeros(Shape{N, N});
-  float* a = A.data();
-  for (int64_t m = 0; m < N / 2; ++m) {
-    const int64_t p = 2 * m, q = 2 * m + 1;
-    const float w = float(std::numbers::pi * double(m));
-    a[p * N + p] = -0.5f;
-    a[q * N + q] = -0.5f;
-    a[p * N + q] = -w;
-    a[q * N + p] = w;
-  }
-  return A;
-}
-
 }  // namespace
 
-MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng)
-    : d_model(positive("d_model", cfg.d_model)),
-      d_inner(positive("expand", cfg.expand) * d_model),
-      d_state(positive("d_state", cfg.d_state)),
-      d_conv(positive("d_conv", cfg.d_conv)),
-      dt_rank(cfg.dt_rank >= 0 ? cfg.resolved_dt_rank() : positive("dt_rank", cfg.dt_rank)),
-      kind_(ssm_kind_of(cfg)) {
+void MambaOptions::visit(FieldVisitor& v) {
+  v.integer("d-state", d_state, {1, 1 << 12}, "SSM state size N");
+  v.integer("d-conv", d_conv, {1, 64}, "causal conv width");
+  v.integer("expand", expand, {1, 64}, "inner width = expand * d-model");
+  v.integer("dt-rank", dt_rank, {1, 1 << 16}, "dt projection rank",
+            zero_means("ceil(d-model/16)",
+                       [](const FieldLookup& l) { return (l.integer("d-model").value_or(0) + 15) / 16; }));
+  v.boolean("ssm-selective", ssm_selective, "input-dependent dt, B, C (0: time-invariant, S4D-like)");
+  v.choice("a-init", a_init, {"s4d-real", "s4d-lin", "hippo-legs"},
+           "A init s4d-real, s4d-lin or hippo-legs (the last two need --ssm-selective 0)");
+}
+
+FamilySpec mamba_family() {
+  FamilySpec f;
+  f.name = "mamba";
+  f.summary = "selective state-space model, Gu & Dao 2023";
+  f.options = [] { return std::make_unique<MambaOptions>(); };
+  f.make = [](const ModelConfig& c, Rng& rng) { return std::make_unique<MambaMixer>(c, rng); };
+  f.norm = Norm::Kind::rms;
+  f.first_norm = "norm";  // mamba_ssm's name
+  f.positions = {"none"};
+  f.validate = validate_mamba;
+  f.decode_state = "(conv window, h): (K-1) E + E N floats per layer, constant in T";
+  f.parity_model = "MambaMixer";
+  return f;
+}
+
+// The checked config lives until the delegated constructor returns.
+MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng) : MambaMixer(cfg.checked(), rng, true) {}
+
+MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng, bool /*checked*/)
+    : d_model(cfg.d_model),
+      d_inner(cfg.options<MambaOptions>().expand * cfg.d_model),
+      d_state(cfg.options<MambaOptions>().d_state),
+      d_conv(cfg.options<MambaOptions>().d_conv),
+      dt_rank(cfg.options<MambaOptions>().dt_rank),
+      kind_(ssm_kind_of(cfg.options<MambaOptions>())) {
+  const MambaOptions& o = cfg.options<MambaOptions>();
   const int64_t Dm = d_model, E = d_inner, N = d_state, K = d_conv, R = dt_rank;
   in_proj_w = init_linear_weight(2 * E, Dm, rng);
   add_parameter("in_proj.weight", in_proj_w);
@@ -94,10 +105,10 @@ MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng)
       add_parameter("dt_bias", dt_bias, false);
     }
     B = Tensor::full(Shape{E, N}, 1.f);
-    if (cfg.a_init == "s4d-lin")
+    if (o.a_init == "s4d-lin")
       for (int64_t e = 0; e < E; ++e)
         for (int64_t n = 1; n < N; n += 2) B.data()[e * N + n] = 0.f;  // imaginary parts
-    if (cfg.a_init == "hippo-legs")
+    if (o.a_init == "hippo-legs")
       for (int64_t e = 0; e < E; ++e)
         for (int64_t n = 0; n < N; ++n) B.data()[e * N + n] = std::sqrt(float(2 * n + 1));
     C = init_normal(Shape{E, N}, rng, 0.f, 1.f / std::sqrt(float(N)));
@@ -111,7 +122,7 @@ MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng)
       for (int64_t n = 0; n < N; ++n) A_log.data()[e * N + n] = std::log(float(n + 1));
     add_parameter("A_log", A_log, false);
   } else {
-    A_dense = cfg.a_init == "hippo-legs" ? hippo_legs(N) : s4d_lin_matrix(N);
+    A_dense = o.a_init == "hippo-legs" ? hippo_legs(N) : s4d_lin_matrix(N);
     dt_fixed = Tensor::empty(Shape{E});
     for (int64_t e = 0; e < E; ++e) {
       const double f = E > 1 ? double(e) / double(E - 1) : 0.0;
@@ -132,8 +143,7 @@ Tensor MambaMixer::forward(const Tensor& x) {
 }
 
 Tensor MambaMixer::step(const Tensor& x, MixerState& state) {
-  auto* st = dynamic_cast<MambaState*>(&state);
-  if (!st) throw Error("mamba: step was given another mixer's state");
+  MambaState* st = &state_as<MambaState>(state, "mamba");
   const int64_t batch = st->h.size(0);
   if (x.dim() != 3 || x.size(0) != batch || x.size(1) != 1 || x.size(2) != d_model)
     throw Error("mamba: step input " + x.shape().str() + " must be [" + std::to_string(batch) +

@@ -22,7 +22,7 @@
 //   y = selective_scan(x, dt, -exp(A_log), Bm, Cm, D, z, dt_proj.bias, softplus)
 //   out = out_proj(y)
 //
-// Ablations (ModelConfig::ssm_selective, a_init), everything outside the SSM unchanged:
+// Ablations (MambaOptions::ssm_selective, a_init), everything outside the SSM unchanged:
 //   ssm_selective = true,  a_init = s4d-real   Mamba as above.
 //   ssm_selective = false, a_init = s4d-real   S4D-Real: Delta, B, C are learned parameters, no
 //       longer functions of x (a linear time-invariant SSM). Delta = softplus(dt_bias) per
@@ -63,6 +63,18 @@
 
 namespace tri {
 
+// The family's options (--d-state, --d-conv, --expand, --dt-rank, --ssm-selective, --a-init).
+struct MambaOptions : Options {
+  int64_t d_state = 16;             // N
+  int64_t d_conv = 4;               // K
+  int64_t expand = 2;               // E = expand * d_model
+  int64_t dt_rank = 0;              // R; 0 means ceil(d_model / 16), as mamba_ssm's "auto"
+  bool ssm_selective = true;        // false: dt, B, C learned and input-independent (LTI)
+  std::string a_init = "s4d-real";  // s4d-real | s4d-lin | hippo-legs (the last two: LTI only)
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<MambaOptions>(*this); }
+};
+
 // Decoding state of one Mamba mixer: a constant size whatever the position.
 struct MambaState : MixerState {
   Tensor conv;  // [B, K-1, E] the last K-1 conv inputs, oldest first (zeros before t = 0)
@@ -74,8 +86,8 @@ class MambaMixer : public Mixer {
  public:
   enum class Ssm { selective, lti_diagonal, lti_dense };
 
-  // Throws a one-line Error for a bad size, an unknown a_init, or a dense a_init with
-  // ssm_selective on.
+  // Checks cfg (ModelConfig::checked): a one-line Error for a bad size, an unknown a_init, or
+  // a dense a_init with ssm_selective on.
   MambaMixer(const ModelConfig& cfg, Rng& rng);
 
   Tensor forward(const Tensor& x) override;
@@ -95,6 +107,7 @@ class MambaMixer : public Mixer {
 
  private:
   Ssm kind_;
+  MambaMixer(const ModelConfig& checked, Rng& rng, bool);  // cfg already checked
   // The whole mixer; `st` null: the parallel forward over [B, T, D], else one step.
   Tensor mix(const Tensor& u, MambaState* st);
   // The SSM on the conv output x and the gate z, [B, T, E]; `h` non-null: one step.

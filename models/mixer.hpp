@@ -2,6 +2,7 @@
 // attention and Mamba each implement it; blocks and the LM wrapper only see this interface.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "framework/module.hpp"
 #include "framework/tensor.hpp"
@@ -14,6 +15,15 @@ struct MixerState {
   virtual ~MixerState() = default;
   virtual int64_t bytes() const = 0;  // memory the state holds now
 };
+
+// The state a mixer's step() was given, as the mixer's own kind; a one-line Error naming the
+// mixer when it is another mixer's.
+template <class State>
+State& state_as(MixerState& s, const char* mixer) {
+  auto* own = dynamic_cast<State*>(&s);
+  if (!own) throw Error(std::string(mixer) + ": step was given another mixer's decode state");
+  return *own;
+}
 
 class Mixer : public Module {
  public:

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libopenblas-dev libdnnl-dev libboost-program-options-dev
-          doctest-dev libhdf5-dev)
+          doctest-dev libhdf5-dev nlohmann-json3-dev)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(python3 python3-torch python3-h5py python3-numpy)
 fi

@@ -41,7 +41,7 @@ try:
 except ImportError as e:
     fail(f"{e} (run with /usr/bin/python3, which has torch and h5py)")
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
-from models import DEFAULTS, LanguageModel  # noqa: E402
+from models import FAMILY_OPTIONS, SHARED, LanguageModel  # noqa: E402
 
 
 def text(value):
@@ -49,10 +49,16 @@ def text(value):
 
 
 def model_config(saved, path):
-    """ModelConfig field names and types (models.DEFAULTS) from the checkpoint's /config, whose
-    attributes are text under the CLI names: model -> family, dashes -> underscores."""
+    """ModelConfig's shared fields and the family's options (models.SHARED, FAMILY_OPTIONS) from
+    the checkpoint's /config, whose attributes are text under the CLI names: model -> family,
+    dashes -> underscores. Conventions the twin follows are checked too (rope-style)."""
+    family = text(saved["model"]) if "model" in saved else fail(f"{path}: /config has no attribute 'model'")
+    if family not in FAMILY_OPTIONS:
+        fail(f"{path}: /config model = '{family}' has no PyTorch twin (known: {', '.join(FAMILY_OPTIONS)})")
+    if "rope-style" in saved and text(saved["rope-style"]) != "half":
+        fail(f"{path}: /config rope-style = '{text(saved['rope-style'])}'; the twin rotates the pairs (i, i + Dh/2): half")
     cfg = {}
-    for field, default in DEFAULTS.items():
+    for field, default in dict(SHARED, **FAMILY_OPTIONS[family]).items():
         key = "model" if field == "family" else field.replace("_", "-")
         if key not in saved:
             fail(f"{path}: /config has no attribute '{key}' (ModelConfig.{field})")

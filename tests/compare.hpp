@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/options.hpp"
 #include "framework/rng.hpp"
 #include "framework/tensor.hpp"
 
@@ -48,5 +49,9 @@ inline tri::IntTensor random_ids(int64_t B, int64_t T, int64_t V, uint64_t seed)
   for (auto& x : v) x = int32_t(rng.below(uint64_t(V)));
   return tri::IntTensor(tri::Shape{B, T}, v);
 }
+
+// Sets the fields of `o` named in `values` (text as in a config file); fields it does not have
+// are left out, so one list can serve configs of several families or tasks.
+inline void set_options(tri::Options& o, const tri::TextMap& values) { tri::read_text(o, values, false); }
 
 }  // namespace trilemma_test

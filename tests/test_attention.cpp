@@ -12,6 +12,7 @@
 
 #include "tests/compare.hpp"
 #include "framework/attention.hpp"
+#include "framework/positions.hpp"
 #include "framework/autograd.hpp"
 #include "framework/ops.hpp"
 #include "gradcheck.hpp"

@@ -23,16 +23,13 @@ using namespace trilemma_test;
 namespace {
 
 ModelConfig small_config(const std::string& family, int64_t d_model = 16) {
-  ModelConfig c;
-  c.family = family;
+  ModelConfig c = ModelConfig::of(family);
   c.vocab = 12;
   c.d_model = d_model;
   c.n_layers = 2;
-  c.n_heads = 2;
   c.max_seq_len = 16;
   c.pos = family == "attention" ? "learned" : "none";
-  c.bias = true;
-  c.d_state = 4;
+  set_options(c, {{"n-heads", "2"}, {"bias", "1"}, {"d-state", "4"}});
   return c;
 }
 

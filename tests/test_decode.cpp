@@ -1,10 +1,9 @@
 // models/decode.hpp: greedy decoding through the recurrent state.
 //  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
 //    growing prefix (attention with RoPE, linear attention, Mamba), and stops at the stop token;
-//  - RecurrentPrefixLogits returns the full forward's last logits for extending and unrelated
-//    prefixes, stepping only the new tokens of an extended prefix;
-//  - copy gen_acc (data/metrics.hpp) through the adapter equals gen_acc through full forward
-//    passes, row by row, on models trained briefly so that some rows are copied exactly.
+//  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
+//    through full forward passes, row by row, on models trained briefly so that some rows are
+//    copied exactly.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "data/metrics.hpp"
+#include "framework/argmax.hpp"
 #include "framework/autograd.hpp"
 #include "framework/optim.hpp"
 #include "framework/runtime.hpp"
@@ -30,13 +30,12 @@ struct Family {
 const Family kFamilies[] = {{"attention", "rope"}, {"linear", "none"}, {"mamba", "none"}};
 
 ModelConfig small(const Family& f, int64_t vocab) {
-  ModelConfig c;
-  c.family = f.family;
+  ModelConfig c = ModelConfig::of(f.family);
   c.pos = f.pos;
   c.vocab = vocab;
   c.d_model = 32;
   c.n_layers = 2;
-  c.n_heads = 4;
+  set_options(c, {{"n-heads", "4"}});
   c.mlp = f.family == "mamba" ? "none" : "gelu";
   c.max_seq_len = 128;
   return c;
@@ -62,7 +61,7 @@ std::vector<int32_t> greedy_by_forward(LanguageModel& m, std::vector<int32_t> pr
   while (int64_t(out.size()) < max_new) {
     const Tensor z = full_forward_last(m, prefix);
     const int64_t V = z.size(-1);
-    const int32_t next = argmax_token(z.data() + z.numel() - V, V);
+    const int32_t next = int32_t(argmax(z.data() + z.numel() - V, V));
     out.push_back(next);
     prefix.push_back(next);
     if (next == stop) break;
@@ -71,16 +70,7 @@ std::vector<int32_t> greedy_by_forward(LanguageModel& m, std::vector<int32_t> pr
 }
 
 std::vector<int32_t> random_prompt(int64_t n, int64_t V, uint64_t seed) {
-  return random_ids(1, n, V, seed).v;
-}
-
-float max_abs_diff_last(const Tensor& a, const Tensor& b) {
-  const int64_t V = a.size(-1);
-  REQUIRE(b.size(-1) == V);
-  float d = 0;
-  for (int64_t j = 0; j < V; ++j)
-    d = std::max(d, std::fabs(a.data()[a.numel() - V + j] - b.data()[b.numel() - V + j]));
-  return d;
+  return random_ids(1, n, V, seed).values();
 }
 
 }  // namespace
@@ -114,48 +104,12 @@ TEST_CASE("greedy_decode rejects an empty prompt and a negative length") {
   CHECK_THROWS_WITH_AS(greedy_decode(m, {1}, -1), doctest::Contains("max_new -1"), Error);
 }
 
-TEST_CASE("RecurrentPrefixLogits steps only the new tokens of an extended prefix") {
+TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forward passes") {
   set_threads(1);
-  for (const Family& f : kFamilies) {
-    CAPTURE(f.family);
-    LanguageModel m(small(f, 13), 11);
-    spread_embeddings(m, 12);
-    RecurrentPrefixLogits adapter(m);
-    const std::vector<int32_t> ids = random_prompt(20, 13, 5);
-    const std::vector<int32_t> other = random_prompt(9, 13, 6);
-    struct Call {
-      std::vector<int32_t> prefix;
-      int64_t steps, restarts;  // totals after the call
-    };
-    const Call calls[] = {
-        {{ids.begin(), ids.begin() + 6}, 6, 1},    // fresh: 6 steps
-        {{ids.begin(), ids.begin() + 7}, 7, 1},    // extends by one
-        {{ids.begin(), ids.begin() + 7}, 7, 1},    // the same prefix: nothing to step
-        {{ids.begin(), ids.begin() + 20}, 20, 1},  // extends by 13
-        {{ids.begin(), ids.begin() + 4}, 24, 2},   // shorter: restart
-        {other, 33, 3},                            // unrelated: restart
-        {{ids.begin(), ids.begin() + 5}, 38, 4},
-    };
-    for (const Call& c : calls) {
-      CAPTURE(c.prefix.size());
-      const Tensor got = adapter(IntTensor(Shape{1, int64_t(c.prefix.size())}, c.prefix));
-      CHECK(max_abs_diff_last(got, full_forward_last(m, c.prefix)) < 1e-4f);
-      CHECK(adapter.steps() == c.steps);
-      CHECK(adapter.restarts() == c.restarts);
-    }
-    CHECK_THROWS_WITH_AS(adapter(IntTensor(Shape{2, 3}, std::vector<int32_t>(6, 1))),
-                         doctest::Contains("must be [1, t]"), Error);
-  }
-}
-
-TEST_CASE("copy gen_acc through the recurrent adapter equals gen_acc through full forward passes") {
-  set_threads(1);
-  TaskConfig task;
-  task.task = "copy";
-  task.alphabet = 6;
-  task.min_len = 2;
-  task.max_len = 5;
-  const int64_t T = task.length(), rows = 24;
+  TaskConfig task = TaskConfig::of("copy");
+  set_options(task, {{"alphabet", "6"}, {"min-len", "2"}, {"max-len", "5"}});
+  const int64_t rows = 24;
+  const int32_t eos = task.behaviour().stop_token(task);
   double best_acc = 0;
   for (const Family& f : kFamilies) {
     CAPTURE(f.family);
@@ -172,26 +126,34 @@ TEST_CASE("copy gen_acc through the recurrent adapter equals gen_acc through ful
     }
     m.eval();
     const Batch batch = make_batch(task, stream_seed(1, "eval"), 0, rows);
-    RecurrentPrefixLogits adapter(m);
-    const LogitsFn full = [&](const IntTensor& prefix) {
-      NoGradGuard no_grad;
-      return m.forward(prefix);
-    };
+    const int64_t T = batch.inputs.shape()[1];
     int64_t right = 0;
     for (int64_t b = 0; b < rows; ++b) {
       CAPTURE(b);
-      const bool by_forward = copy_generated_right(batch, b, full);
-      CHECK(copy_generated_right(batch, b, std::ref(adapter)) == by_forward);
-      right += by_forward;
+      const AnswerSpan span = answer_span(batch, b);
+      const int32_t* x = batch.inputs.data() + b * T;
+      const std::vector<int32_t> prompt(x, x + span.start), answer(x + span.start, x + span.start + span.length);
+      const std::vector<int32_t> by_forward = greedy_by_forward(m, prompt, span.length, eos);
+      CHECK(greedy_decode(m, prompt, span.length, eos) == by_forward);
+      right += by_forward == answer;
     }
-    const double acc = copy_gen_acc(batch, std::ref(adapter));
-    CHECK(acc == double(right) / double(rows));
-    CHECK(acc == copy_gen_acc(batch, full));
-    best_acc = std::max(best_acc, acc);
-    // At most one fresh state and T steps per row decoded (two passes over the rows): O(T) per
-    // row, where full forward passes cost O(T^2) positions.
-    CHECK(adapter.restarts() <= 2 * rows);
-    CHECK(adapter.steps() <= 2 * rows * T);
+    // The task's metric, with each decoder.
+    const GreedyDecoder recurrent = [&](const std::vector<int32_t>& p, int64_t n, int32_t stop) {
+      return greedy_decode(m, p, n, stop);
+    };
+    const GreedyDecoder forward = [&](const std::vector<int32_t>& p, int64_t n, int32_t stop) {
+      return greedy_by_forward(m, p, n, stop);
+    };
+    const Tensor unused;  // copy's gen_acc reads the decoder, not the logits
+    for (const GreedyDecoder* decode : {&recurrent, &forward}) {
+      ExtraScores scores;
+      task.behaviour().extra_scores(task, batch, unused, decode, scores);
+      REQUIRE(scores.size() == 1);
+      CHECK(scores[0].first == "gen_acc");
+      CHECK(scores[0].second.correct == right);
+      CHECK(scores[0].second.total == rows);
+    }
+    best_acc = std::max(best_acc, double(right) / double(rows));
   }
   CHECK(best_acc >= 0.25);  // the comparison covered exactly copied rows
 }

@@ -5,7 +5,7 @@
 //  - --dump writes the first batch, and scripts/interop_check.py (PyTorch's twin of the model on
 //    the same weights) reproduces its logits for every family, and fails on altered logits;
 //  - generate's exact-match count equals eval's gen_acc on the same rows; --prompt decodes;
-//  - bad input: exit 1 for files, 2 for the command line, one line on stderr after the banner.
+//  - bad input: exit 1 for files, 2 for the command line, one line on stderr and nothing else.
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -29,11 +29,12 @@ struct Trained {
   const char* family;  // as interop_check.py prints it
   const char* args;
 };
-// Long enough for attention and linear attention to copy some rows exactly.
+// Long enough for every family to copy some of generate's 12 rows exactly (measured: attention
+// 12, linear attention 11, Mamba 7), so that comparing exact counts compares real decodings.
 const Trained kTrained[] = {
     {"attention", "attention", "--model attention --pos rope --steps 150 --warmup 10 --eval-every 150"},
-    {"linear", "linear", "--model linear --steps 150 --warmup 10 --eval-every 150"},
-    {"mamba", "mamba", "--model mamba --steps 40 --warmup 10 --eval-every 40"},
+    {"linear", "linear", "--model linear --steps 300 --warmup 10 --eval-every 300"},
+    {"mamba", "mamba", "--model mamba --steps 600 --warmup 10 --eval-every 600"},
 };
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -192,9 +193,10 @@ TEST_CASE("generate decodes copy rows exactly when eval's gen_acc says so; --pro
     CHECK(last_line(g.out) == "exact " + std::to_string(k) + "/12");
     Run e = run("eval " + q(ck) + " --threads 1 --json --batches 1 --batch 12 --seed 3");
     REQUIRE(e.code == 0);
-    CHECK(py_json(e.out, "[(r[\"gen_exact\"], abs(r[\"gen_acc\"] - r[\"gen_exact\"] / 12) < 1e-5) for r in d[\"results\"]]") ==
-          "[[" + std::to_string(k) + ", true]]");
-    if (std::string(t.name) != "mamba") CHECK(k > 0);  // some rows are copied: a real comparison
+    CHECK(py_json(e.out, "[(r[\"extra\"][\"gen_acc\"][\"correct\"], r[\"extra\"][\"gen_acc\"][\"total\"], "
+                         "abs(r[\"extra\"][\"gen_acc\"][\"acc\"] - r[\"extra\"][\"gen_acc\"][\"correct\"] / 12) < 1e-12) "
+                         "for r in d[\"results\"]]") == "[[" + std::to_string(k) + ", 12, true]]");
+    CHECK(k > 0);  // some rows are copied: a real comparison
   }
   // --prompt: BOS 8, a string, SEP 9; copy stops at EOS 10 or after --max-new tokens.
   const fs::path ck = trained(kTrained[0]);
@@ -213,15 +215,14 @@ TEST_CASE("generate decodes copy rows exactly when eval's gen_acc says so; --pro
   CHECK(run("generate " + q(ck) + " --threads 1 --prompt 8,1,2,3,4,5,9 --max-new 4").out == p.out);
 }
 
-TEST_CASE("eval and generate: bad input is one line on stderr after the banner, exit 1 or 2") {
+TEST_CASE("eval and generate: bad input is one line on stderr, exit 1 or 2") {
   const fs::path ck = trained(kTrained[0]);
   const fs::path mqar = checkpoint("mqar", "--task mqar --seq-len 32 --vocab 64 --num-kv-pairs 4 --d-model 16 "
                                            "--steps 1 --warmup 0 --eval-every 1 --eval-batch 4");
   const fs::path learned = checkpoint("learned", std::string(kCopy) + " --pos learned --steps 1 --warmup 0 --eval-every 1");
   Run ok = run("eval " + q(ck) + " --threads 1 --batches 1 --batch 2");
   REQUIRE(ok.code == 0);
-  const int banner = count_lines(ok.err);
-  CHECK(banner >= 3);
+  CHECK(ok.err.empty());  // eval measures accuracy, not speed: no runtime banner
 
   const fs::path truncated = scratch("truncated.h5"), text = scratch("text.h5");
   fs::copy_file(ck, truncated);
@@ -244,11 +245,13 @@ TEST_CASE("eval and generate: bad input is one line on stderr after the banner, 
       {"generate " + q(truncated), 1, truncated.string()},
       {"eval " + q(ck) + " --lengths 15,x", 2, "'x'"},
       {"eval " + q(ck) + " --lengths 15,,", 2, "--lengths"},
-      {"eval " + q(ck) + " --lengths 10", 2, "seq_len 10"},
+      {"eval " + q(ck) + " --lengths 10", 2, "--lengths 10: task copy: --seq-len 10 cannot hold"},
       {"eval " + q(ck) + " --batches 0", 2, "--batches 0"},
-      {"eval " + q(ck) + " --alphabet 26", 2, "(vocab 30, alphabet 26) does not match the model's vocab 12"},
-      {"eval " + q(mqar) + " --task copy", 2, "(vocab 30, alphabet 26) does not match the model's vocab 64"},
+      {"eval " + q(ck) + " --alphabet 26", 2, "task copy (vocab 30) does not match the model's vocab 12"},
+      {"eval " + q(mqar) + " --task copy", 2, "task copy (vocab 30) does not match the model's vocab 64"},
       {"eval " + q(mqar) + " --gen-acc 1", 2, "--gen-acc"},
+      {"eval " + q(mqar) + " --max-len 9", 2, "--max-len"},
+      {"eval " + q(ck) + " --task nope", 2, "--task 'nope' unknown"},
       {"eval " + q(learned) + " --lengths 15,40", 2, "--lengths 40 exceeds the checkpoint's learned positions (max-seq-len 15"},
       {"eval " + q(ck) + " --dump " + q(no_folder), 1, no_folder.string()},
       {"eval " + q(ck) + " --dump " + q(dir_target), 1, dir_target.string()},
@@ -263,10 +266,8 @@ TEST_CASE("eval and generate: bad input is one line on stderr after the banner, 
     Run r = run(b.args + " --threads 1");
     CHECK(r.code == b.code);
     CHECK(r.out.empty());
-    // Errors in the values of options come before the banner; the others after it.
-    const int lines = count_lines(r.err);
-    CHECK((lines == 1 || lines == banner + 1));
-    CHECK(last_line(r.err).rfind("trilemma: ", 0) == 0);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.rfind("trilemma: ", 0) == 0);
     CHECK(contains(last_line(r.err), b.named));
   }
   // A failed dump leaves nothing behind: no file, no temporary.

@@ -32,11 +32,10 @@ const Mode kModes[] = {{"selective", true, "s4d-real"},
                        {"s4d-lin", false, "s4d-lin"}};
 
 ModelConfig mamba_cfg(const Mode& mode, int64_t d_model = 32) {
-  ModelConfig cfg;
-  cfg.family = "mamba";
+  ModelConfig cfg = ModelConfig::of("mamba");
   cfg.d_model = d_model;
-  cfg.ssm_selective = mode.selective;
-  cfg.a_init = mode.a_init;
+  cfg.options<MambaOptions>().ssm_selective = mode.selective;
+  cfg.options<MambaOptions>().a_init = mode.a_init;
   return cfg;
 }
 
@@ -168,7 +167,7 @@ TEST_CASE("Mamba: initialisation as mamba_ssm's") {
   CHECK(fills(m.conv_b, 1 / std::sqrt(double(m.d_conv))));
 
   // The time-invariant S4D-Real: the same dt range through dt_bias, B = 1, C ~ N(0, 1/N).
-  cfg.ssm_selective = false;
+  cfg.options<MambaOptions>().ssm_selective = false;
   MambaMixer lti(cfg, rng);
   lo = 1, hi = 0;
   for (float b : lti.dt_bias.tolist()) {
@@ -280,31 +279,33 @@ TEST_CASE("Mamba: configuration errors name the bad value and what is allowed") 
   };
   auto contains = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
   ModelConfig cfg = mamba_cfg(kModes[0]);
-  cfg.a_init = "hippo-legs";  // with ssm_selective still on
+  MambaOptions& o = cfg.options<MambaOptions>();
+  o.a_init = "hippo-legs";  // with ssm_selective still on
   std::string msg = message(cfg);
-  CHECK(contains(msg, "a_init"));
+  CHECK(contains(msg, "--a-init"));
   CHECK(contains(msg, "hippo-legs"));
-  CHECK(contains(msg, "ssm_selective"));
-  cfg.a_init = "s4d-lin";
+  CHECK(contains(msg, "--ssm-selective"));
+  o.a_init = "s4d-lin";
   msg = message(cfg);
   CHECK(contains(msg, "s4d-lin"));
-  CHECK(contains(msg, "ssm_selective"));
-  cfg.a_init = "legt";
+  CHECK(contains(msg, "--ssm-selective"));
+  o.a_init = "legt";
   msg = message(cfg);
   CHECK(contains(msg, "legt"));
   CHECK(contains(msg, "s4d-real"));
   cfg = mamba_cfg(kModes[3]);
-  cfg.d_state = 15;
+  cfg.options<MambaOptions>().d_state = 15;
   msg = message(cfg);
-  CHECK(contains(msg, "d_state"));
+  CHECK(contains(msg, "--d-state"));
   CHECK(contains(msg, "15"));
   cfg = mamba_cfg(kModes[0]);
-  cfg.d_conv = 0;
-  CHECK(contains(message(cfg), "d_conv = 0"));
+  cfg.options<MambaOptions>().d_conv = 0;
+  CHECK(contains(message(cfg), "--d-conv 0 is out of range (allowed: 1..64)"));
   cfg = mamba_cfg(kModes[0]);
-  cfg.dt_rank = -1;
-  CHECK(contains(message(cfg), "dt_rank = -1"));
+  cfg.options<MambaOptions>().dt_rank = -1;
+  CHECK(contains(message(cfg), "--dt-rank -1 is out of range (allowed: 1..65536, or 0 for ceil(d-model/16))"));
   CHECK(message(mamba_cfg(kModes[2])).empty());  // hippo-legs without selection is fine
+  CHECK(contains(message(ModelConfig::of("attention")), "not of the kind asked for"));  // another family's options
 
   Rng rng(0);
   MambaMixer m(mamba_cfg(kModes[0]), rng);

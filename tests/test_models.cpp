@@ -25,6 +25,8 @@
 #include "framework/h5.hpp"
 #include "framework/state_io.hpp"
 #include "models/lm.hpp"
+#include "models/linear_attention.hpp"
+#include "models/mamba.hpp"
 
 using namespace tri;
 using namespace trilemma_test;
@@ -32,16 +34,31 @@ using namespace trilemma_test;
 namespace {
 
 ModelConfig small(const std::string& family, const std::string& pos = "none") {
-  ModelConfig c;
-  c.family = family;
+  ModelConfig c = ModelConfig::of(family);
   c.vocab = 11;
   c.d_model = 16;
   c.n_layers = 2;
-  c.n_heads = 2;
   c.max_seq_len = 80;
   c.pos = pos;
-  c.d_state = 4;
+  set_options(c, {{"n-heads", "2"}, {"d-state", "4"}});
   return c;
+}
+
+// The text of a family option of c ("" when its family has none of that name).
+std::string option_text(const ModelConfig& c, const std::string& key) {
+  TextMap t;
+  write_text(c, t);
+  return t.count(key) ? t.at(key) : "";
+}
+
+// A Mamba config's sizes, with dt-rank resolved.
+struct MambaSizes {
+  int64_t E, N, R, K;
+};
+MambaSizes mamba_sizes(const ModelConfig& c) {
+  const ModelConfig checked = c.checked();
+  const MambaOptions& o = checked.options<MambaOptions>();
+  return {o.expand * c.d_model, o.d_state, o.dt_rank, o.d_conv};
 }
 
 // Every mixer with every position encoding it takes, and the block variants.
@@ -54,12 +71,12 @@ std::map<std::string, ModelConfig> variants() {
   v["attention post-norm, no mlp"].mlp = "none";
   v["attention tied, bias"] = small("attention", "sinusoidal");
   v["attention tied, bias"].tie_embeddings = true;
-  v["attention tied, bias"].bias = true;
+  set_options(v["attention tied, bias"], {{"bias", "1"}});
   for (const char* pos : {"none", "sinusoidal", "learned", "rope"})
     v[std::string("linear elu ") + pos] = small("linear", pos);
   for (const char* fm : {"relu", "identity"}) {
     v[std::string("linear ") + fm] = small("linear");
-    v[std::string("linear ") + fm].feature_map = fm;
+    set_options(v[std::string("linear ") + fm], {{"feature-map", fm}});
   }
   v["mamba"] = small("mamba");
   v["mamba"].mlp = "none";
@@ -68,8 +85,7 @@ std::map<std::string, ModelConfig> variants() {
   for (const char* a : {"s4d-real", "hippo-legs", "s4d-lin"}) {
     ModelConfig c = small("mamba");
     c.mlp = "none";
-    c.ssm_selective = false;
-    c.a_init = a;
+    set_options(c, {{"ssm-selective", "0"}, {"a-init", a}});
     v[std::string("mamba lti ") + a] = c;
   }
   return v;
@@ -101,7 +117,7 @@ TEST_CASE("causality: tokens after t change nothing up to t, for every mixer and
       IntTensor changed = ids;
       for (int64_t b = 0; b < B; ++b)
         for (int64_t s = t + 1; s < T; ++s)
-          changed.v[size_t(b * T + s)] = int32_t((ids.v[size_t(b * T + s)] + 1) % cfg.vocab);
+          changed.data()[b * T + s] = int32_t((ids.data()[b * T + s] + 1) % cfg.vocab);
       const Tensor logits2 = model.forward(changed);
       bool same_before = true, differs_after = false;
       for (int64_t b = 0; b < B; ++b)
@@ -162,7 +178,7 @@ TEST_CASE("recurrent decoding gives the parallel forward's logits") {
     DecodeState state = model.new_decode_state(B);
     double diff = 0, scale = 0;
     for (int64_t t = 0; t < T; ++t) {
-      IntTensor one(Shape{B, 1}, {ids.v[size_t(t)], ids.v[size_t(T + t)]});
+      IntTensor one(Shape{B, 1}, std::vector<int32_t>{ids.data()[t], ids.data()[T + t]});
       const Tensor step = model.step(one, state);
       REQUIRE(step.shape() == Shape{B, 1, cfg.vocab});
       for (int64_t b = 0; b < B; ++b)
@@ -178,7 +194,7 @@ TEST_CASE("recurrent decoding gives the parallel forward's logits") {
     // zero, dividing the numerator's rounding by it: torch's own float32 logits are 1.7e-5 off
     // the float64 ones there (test_parity_models), so the two orders of summation here may
     // differ by more than 1e-5.
-    const bool ill_conditioned = cfg.family == "linear" && cfg.feature_map == "identity";
+    const bool ill_conditioned = option_text(cfg, "feature-map") == "identity";
     CHECK(diff / scale <= (ill_conditioned ? 1e-3 : 1e-5));
     CHECK(state.pos == T);
     CHECK(state.bytes() == B * model.state_bytes(T));
@@ -200,9 +216,8 @@ TEST_CASE("state_bytes: attention grows with T, linear attention and Mamba do no
     }
   }
   ModelConfig lin = small("linear");
-  const int64_t Dh = lin.d_model / lin.n_heads;
-  CHECK(LanguageModel(lin, 1).state_bytes(7) ==
-        lin.n_layers * lin.n_heads * (Dh * Dh + Dh) * int64_t(sizeof(float)));
+  const int64_t H = lin.options<HeadOptions>().n_heads, Dh = lin.d_model / H;
+  CHECK(LanguageModel(lin, 1).state_bytes(7) == lin.n_layers * H * (Dh * Dh + Dh) * int64_t(sizeof(float)));
 }
 
 TEST_CASE("decoding errors name the problem") {
@@ -232,9 +247,9 @@ Names names_of(const Module& m) {
 
 // specs/CHECKPOINT.md's names and shapes for a config.
 Names checkpoint_names(const ModelConfig& c) {
-  const int64_t V = c.vocab, D = c.d_model, F = 4 * D, E = c.d_inner(), N = c.d_state,
-                R = c.resolved_dt_rank(), K = c.d_conv;
-  const bool mamba = c.family == "mamba";
+  const int64_t V = c.vocab, D = c.d_model, F = 4 * D;
+  const bool mamba = c.family == "mamba", bias = option_text(c, "bias") == "1";
+  const auto [E, N, R, K] = mamba ? mamba_sizes(c) : MambaSizes{};
   Names n = {{"backbone.embedding.weight", {V, D}}, {"backbone.norm_f.weight", {D}}};
   if (!mamba) n.push_back({"backbone.norm_f.bias", {D}});
   if (c.pos == "learned") n.push_back({"backbone.pos_embedding.weight", {c.max_seq_len, D}});
@@ -257,7 +272,7 @@ Names checkpoint_names(const ModelConfig& c) {
       n.push_back({l + "norm1.bias", {D}});
       for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
         n.push_back({l + "mixer." + proj + ".weight", {D, D}});
-        if (c.bias) n.push_back({l + "mixer." + proj + ".bias", {D}});
+        if (bias) n.push_back({l + "mixer." + proj + ".bias", {D}});
       }
     }
     if (c.mlp != "none") {
@@ -275,12 +290,12 @@ Names checkpoint_names(const ModelConfig& c) {
 
 // Parameter count from the architecture, independently of the names above.
 int64_t expected_count(const ModelConfig& c) {
-  const int64_t V = c.vocab, D = c.d_model, E = c.d_inner(), N = c.d_state,
-                R = c.resolved_dt_rank(), K = c.d_conv;
-  const bool mamba = c.family == "mamba";
+  const int64_t V = c.vocab, D = c.d_model;
+  const bool mamba = c.family == "mamba", bias = option_text(c, "bias") == "1";
+  const auto [E, N, R, K] = mamba ? mamba_sizes(c) : MambaSizes{};
   const int64_t norm = mamba ? D : 2 * D;
   int64_t mixer = mamba ? 2 * E * D + E * K + E + (R + 2 * N) * E + E * R + E + E * N + E + D * E
-                        : 4 * D * D + (c.bias ? 4 * D : 0);
+                        : 4 * D * D + (bias ? 4 * D : 0);
   int64_t layer = norm + mixer + (c.mlp != "none" ? norm + 8 * D * D + 5 * D : 0);
   return V * D * (c.tie_embeddings ? 1 : 2) + (c.pos == "learned" ? c.max_seq_len * D : 0) +
          c.n_layers * layer + norm;
@@ -301,7 +316,7 @@ bool should_decay(const std::string& name) {
 TEST_CASE("parameter names and shapes are CHECKPOINT.md's; counts follow the formula") {
   std::vector<ModelConfig> configs;
   ModelConfig a = small("attention", "learned");
-  a.bias = true;
+  a.options<HeadOptions>().bias = true;
   configs.push_back(a);
   ModelConfig l = small("linear", "rope");
   l.tie_embeddings = true;
@@ -312,7 +327,7 @@ TEST_CASE("parameter names and shapes are CHECKPOINT.md's; counts follow the for
   configs.push_back(m);
   m.mlp = "gelu";
   m.n_layers = 3;
-  m.dt_rank = 3;
+  m.options<MambaOptions>().dt_rank = 3;
   configs.push_back(m);
   for (const ModelConfig& c : configs) {
     INFO(c.family << " pos " << c.pos << " mlp " << c.mlp);
@@ -340,27 +355,33 @@ TEST_CASE("config validation names the field and what is allowed") {
     return c;
   };
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "rnn"; }),
-                 "family 'rnn' is not one of attention | linear | mamba"});
+                 "--model 'rnn' unknown (allowed: attention, linear, mamba)"});
+  bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "mamba"; }),
+                 "the options are not those of family 'mamba'"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.d_model = 15; }),
-                 "d_model = 15 is not divisible by n_heads = 2"});
-  bad.push_back({with(small("attention", "rope"), [](ModelConfig& c) { c.d_model = 6; c.n_heads = 2; }),
-                 "pos 'rope' needs an even head_dim"});
-  bad.push_back({small("linear", "alibi"), "pos 'alibi' is only allowed for family attention"});
-  bad.push_back({small("mamba", "rope"), "pos 'rope' is not allowed for family mamba"});
-  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.a_init = "hippo-legs"; }),
-                 "a_init 'hippo-legs' needs ssm_selective = false"});
-  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.a_init = "s4d-lin"; }),
-                 "a_init 's4d-lin' needs ssm_selective = false"});
+                 "--d-model 15 is not divisible by --n-heads 2"});
+  bad.push_back({with(small("attention", "rope"), [](ModelConfig& c) { c.d_model = 6; }),
+                 "--pos rope needs an even head width, got d-model / n-heads = 3"});
+  bad.push_back({small("linear", "alibi"), "--pos 'alibi' is not allowed for model linear (allowed: none, sinusoidal, learned, rope)"});
+  bad.push_back({small("mamba", "rope"), "--pos 'rope' is not allowed for model mamba (allowed: none)"});
+  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.options<MambaOptions>().a_init = "hippo-legs"; }),
+                 "--a-init hippo-legs needs --ssm-selective 0"});
+  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.options<MambaOptions>().a_init = "s4d-lin"; }),
+                 "--a-init s4d-lin needs --ssm-selective 0"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.vocab = 0; }),
-                 "vocab = 0 must be positive"});
-  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.d_state = -1; }),
-                 "d_state = -1 must be positive"});
+                 "vocab 0 must be >= 1"});
+  bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.options<MambaOptions>().d_state = -1; }),
+                 "--d-state -1 is out of range (allowed: 1..4096)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.pos = "relative"; }),
-                 "pos 'relative' is not one of none | sinusoidal | learned | rope | alibi"});
-  bad.push_back({with(small("linear"), [](ModelConfig& c) { c.feature_map = "softmax"; }),
-                 "feature_map 'softmax' is not one of elu | relu | identity"});
+                 "--pos 'relative' unknown (allowed: none, sinusoidal, learned, rope, alibi)"});
+  bad.push_back({with(small("linear"), [](ModelConfig& c) { c.options<LinearAttentionOptions>().feature_map = "softmax"; }),
+                 "--feature-map 'softmax' unknown (allowed: elu, relu, identity)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.norm = "sandwich"; }),
-                 "norm 'sandwich' is not one of pre | post"});
+                 "--norm 'sandwich' unknown (allowed: pre, post)"});
+  bad.push_back({with(small("attention"), [](ModelConfig& c) { c.options<HeadOptions>().rope_style = "interleaved"; }),
+                 "--rope-style 'interleaved' is not supported (allowed: half)"});
+  bad.push_back({with(small("attention", "learned"), [](ModelConfig& c) { c.max_seq_len = 0; }),
+                 "--max-seq-len 0: learned positions need a table size"});
   for (auto& [cfg, message] : bad) {
     INFO(message);
     const std::string e = error_of([&] { cfg.validate(); });
@@ -406,7 +427,7 @@ TEST_CASE("state_io: save and load by name; mismatches are errors that load noth
   tied.tie_embeddings = true;
   unchanged_after(tied, "unexpected parameter 'lm_head.weight'");
   ModelConfig biased = cfg;
-  biased.bias = true;
+  biased.options<HeadOptions>().bias = true;
   unchanged_after(biased, "missing parameter 'backbone.layers.0.mixer.q_proj.bias' [16]");
   CHECK(error_of([&] { load_parameters(f, b, "/nowhere"); }).find("/nowhere: no such group") !=
         std::string::npos);

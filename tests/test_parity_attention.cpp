@@ -11,6 +11,7 @@
 
 #include "tests/compare.hpp"
 #include "framework/attention.hpp"
+#include "framework/positions.hpp"
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/ops.hpp"

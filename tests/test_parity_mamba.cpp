@@ -43,15 +43,15 @@ double rel_err(const Tensor& ours, const Tensor& ref) {
 
 void check_mode(const H5File& f, const std::string& mode) {
   const std::string g = "/" + mode;
-  ModelConfig cfg;
-  cfg.family = "mamba";
+  ModelConfig cfg = ModelConfig::of("mamba");
   cfg.d_model = f.attr_int(g, "d_model");
-  cfg.d_state = f.attr_int(g, "d_state");
-  cfg.d_conv = f.attr_int(g, "d_conv");
-  cfg.expand = f.attr_int(g, "expand");
-  cfg.dt_rank = f.attr_int(g, "dt_rank");
-  cfg.ssm_selective = f.attr_int(g, "selective") != 0;
-  cfg.a_init = f.attr_string(g, "a_init");
+  MambaOptions& o = cfg.options<MambaOptions>();
+  o.d_state = f.attr_int(g, "d_state");
+  o.d_conv = f.attr_int(g, "d_conv");
+  o.expand = f.attr_int(g, "expand");
+  o.dt_rank = f.attr_int(g, "dt_rank");
+  o.ssm_selective = f.attr_int(g, "selective") != 0;
+  o.a_init = f.attr_string(g, "a_init");
   Rng rng(1);
   MambaMixer m(cfg, rng);
   load_parameters(f, m, g + "/params");  // every name and shape must match torch's state_dict

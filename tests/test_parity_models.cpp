@@ -67,28 +67,31 @@ struct Errors {
   bool ok() const { return vs_torch <= tolerance() && vs_exact <= tolerance(); }
 };
 
+// The group's attributes hold ModelConfig's fields under their C++ names (d_model, n_heads,
+// ...; "family" is --model): read as config text through the same parser as a config file.
+TextMap config_text(const H5File& f, const std::string& g) {
+  TextMap text;
+  for (const std::string& name : f.attr_names(g)) {
+    std::string key = name == "family" ? "model" : name;
+    std::replace(key.begin(), key.end(), '_', '-');
+    try {
+      text[key] = f.attr_string(g, name);
+    } catch (const Error&) {
+      try {
+        text[key] = std::to_string(f.attr_int(g, name));
+      } catch (const Error&) {
+        text[key] = exact_number(f.attr_double(g, name));  // loss, lr: not config fields
+      }
+    }
+  }
+  return text;
+}
+
 ModelConfig config_from(const H5File& f, const std::string& g) {
-  ModelConfig c;
-  auto str = [&](const char* k) { return f.attr_string(g, k); };
-  auto num = [&](const char* k) { return f.attr_int(g, k); };
-  c.family = str("family");
-  c.vocab = num("vocab");
-  c.d_model = num("d_model");
-  c.n_layers = num("n_layers");
-  c.max_seq_len = num("max_seq_len");
-  c.tie_embeddings = num("tie_embeddings") != 0;
-  c.n_heads = num("n_heads");
-  c.pos = str("pos");
-  c.norm = str("norm");
-  c.mlp = str("mlp");
-  c.bias = num("bias") != 0;
-  c.feature_map = str("feature_map");
-  c.d_state = num("d_state");
-  c.d_conv = num("d_conv");
-  c.expand = num("expand");
-  c.dt_rank = num("dt_rank");
-  c.ssm_selective = num("ssm_selective") != 0;
-  c.a_init = str("a_init");
+  const TextMap text = config_text(f, g);
+  ModelConfig c = ModelConfig::of(text.at("model"));
+  read_text(c, text, false);
+  c.vocab = f.attr_int(g, "vocab");
   return c;
 }
 
@@ -154,11 +157,13 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
   for (const std::string& name : cases) {
     const std::string g = "/" + name;
     const ModelConfig cfg = config_from(f, g);
+    TextMap text;
+    write_text(cfg, text);
     covered.insert(cfg.family);
     if (cfg.family == "attention") covered.insert("attention pos " + cfg.pos);
-    if (cfg.family == "linear") covered.insert("linear " + cfg.feature_map);
+    if (cfg.family == "linear") covered.insert("linear " + text.at("feature-map"));
     if (cfg.family == "linear" && cfg.pos == "rope") covered.insert("linear rope");
-    if (cfg.family == "mamba") covered.insert(cfg.ssm_selective ? "mamba selective" : "mamba lti");
+    if (cfg.family == "mamba") covered.insert(text.at("ssm-selective") == "1" ? "mamba selective" : "mamba lti");
     covered.insert("norm " + cfg.norm);
     covered.insert("mlp " + cfg.mlp);
     if (cfg.tie_embeddings) covered.insert("tied");

@@ -137,7 +137,7 @@ const std::map<std::string, Runner>& runners() {
       // The mean over rows of a log-sum-exp: a row reduction then a reduction over rows.
       {"cross_entropy", {kRowwise, [](const Case& c) {
          IntTensor targets = c.ids("targets"), mask = c.ids("mask");
-         const std::vector<uint8_t> keep(mask.v.begin(), mask.v.end());
+         const std::vector<uint8_t> keep(mask.values().begin(), mask.values().end());
          return cross_entropy(c.in[0], masked_targets(targets, keep));
        }}},
       // K = 4 products per output; the weight gradient sums B*T of them.

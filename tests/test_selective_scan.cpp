@@ -14,6 +14,7 @@
 #include "framework/autograd.hpp"
 #include "framework/ops.hpp"
 #include "framework/selective_scan.hpp"
+#include "framework/ssm_dense.hpp"
 #include "gradcheck.hpp"
 
 using namespace tri;

@@ -10,17 +10,28 @@
 #include "data/evaluate.hpp"
 #include "data/metrics.hpp"
 #include "data/tasks.hpp"
+#include "tests/compare.hpp"
 #include "tests/run_binary.hpp"
 
 namespace {
 
 using namespace tri;
+using trilemma_test::set_options;
 
-TaskConfig config(const std::string& task) {
-  TaskConfig c;
-  c.task = task;
+// A task with its defaults, and the given options set as a config file would set them.
+TaskConfig config(const std::string& task, const TextMap& options = {}) {
+  TaskConfig c = TaskConfig::of(task);
+  set_options(c, options);
   return c;
 }
+
+// An option of c, read back as config.ini would hold it.
+std::string option_text(const TaskConfig& c, const std::string& key) {
+  TextMap text;
+  write_text(c, text);
+  return text.at(key);
+}
+int64_t int_option(const TaskConfig& c, const std::string& key) { return *parse_integer(option_text(c, key)); }
 
 // The message of the tri::Error cfg.validate() throws, or "" when it passes.
 std::string error_of(const TaskConfig& c) {
@@ -38,12 +49,12 @@ struct RowView {
   const uint8_t* m;
 };
 RowView row(const Batch& b, int64_t i) {
-  const int64_t T = b.inputs.shape[1];
-  return {b.inputs.v.data() + i * T, b.targets.v.data() + i * T, b.mask.data() + i * T};
+  const int64_t T = b.inputs.shape()[1];
+  return {b.inputs.data() + i * T, b.targets.data() + i * T, b.mask.data() + i * T};
 }
 
 void check_targets_follow_mask(const Batch& b) {
-  for (size_t i = 0; i < b.mask.size(); ++i) CHECK((b.mask[i] != 0) == (b.targets.v[i] != kIgnoreIndex));
+  for (size_t i = 0; i < b.mask.size(); ++i) CHECK((b.mask[i] != 0) == (b.targets.data()[i] != kIgnoreIndex));
 }
 
 }  // namespace
@@ -76,7 +87,7 @@ TEST_CASE("tasks: copy layout") {
       CHECK(bool(r.m[t]) == scored);
       if (scored) CHECK(r.y[t] == r.x[t + 1]);
     }
-    const AnswerSpan span = copy_answer_span(b, i);
+    const AnswerSpan span = answer_span(b, i);
     CHECK(span.start == L + 2);
     CHECK(span.length == L + 1);
   }
@@ -109,7 +120,8 @@ TEST_CASE("tasks: selective-copy layout") {
 
 // Checks one mqar row; returns its gaps (1-based) in the order the keys were written.
 std::vector<int64_t> check_mqar_row(const TaskConfig& c, RowView r) {
-  const int64_t T = c.length(), K = c.num_kv_pairs, V = c.vocab_size();
+  const int64_t T = c.length(), K = int_option(c, "num-kv-pairs"), V = c.vocab_size();
+  const bool random_fillers = int_option(c, "random-fillers") != 0;
   std::set<int32_t> keys, values;
   for (int64_t j = 0; j < K; ++j) {
     CHECK(r.x[2 * j] >= 1);
@@ -127,7 +139,7 @@ std::vector<int64_t> check_mqar_row(const TaskConfig& c, RowView r) {
   int64_t scored = 0;
   for (int64_t t = 2 * K; t < T; ++t) {
     if (!r.m[t]) {
-      if (!c.random_fillers) CHECK(r.x[t] == 0);
+      if (!random_fillers) CHECK(r.x[t] == 0);
       continue;
     }
     ++scored;
@@ -146,8 +158,7 @@ std::vector<int64_t> check_mqar_row(const TaskConfig& c, RowView r) {
 TEST_CASE("tasks: mqar layout, with zero and random fillers") {
   for (bool random : {false, true}) {
     CAPTURE(random);
-    TaskConfig c = config("mqar");
-    c.random_fillers = random;
+    TaskConfig c = config("mqar", {{"random-fillers", random ? "1" : "0"}});
     CHECK(c.length() == 128);
     CHECK(c.vocab_size() == 8192);
     Batch b = make_batch(c, 5, 2, 64);
@@ -159,17 +170,16 @@ TEST_CASE("tasks: mqar layout, with zero and random fillers") {
     }
     CHECK((nonzero_fillers > 0) == random);
   }
-  TaskConfig tight = config("mqar");  // 4K == seq_len: the query region is exactly filled at most
-  tight.seq_len = 64;
-  tight.num_kv_pairs = 16;
-  tight.vocab = 1024;
+  // 4K == seq_len: the query region is exactly filled at most.
+  TaskConfig tight = config("mqar", {{"seq-len", "64"}, {"num-kv-pairs", "16"}, {"vocab", "1024"}});
   Batch b = make_batch(tight, 1, 0, 16);
   for (int64_t i = 0; i < 16; ++i) check_mqar_row(tight, row(b, i));
 }
 
 TEST_CASE("tasks: mqar gaps follow p(i) ~ i^(a-1)") {
   TaskConfig c = config("mqar");  // T 128, K 8: gaps 1..56
-  const int64_t space = (c.length() - 2 * c.num_kv_pairs) / 2, N = 20000;
+  const int64_t space = (c.length() - 2 * int_option(c, "num-kv-pairs")) / 2, N = 20000;
+  const double a = *parse_real(option_text(c, "power-a"));
   std::vector<double> count(size_t(space + 1), 0);
   for (int64_t batch = 0; batch < N / 500; ++batch) {
     Batch b = make_batch(c, 99, uint64_t(batch), 500);
@@ -179,10 +189,10 @@ TEST_CASE("tasks: mqar gaps follow p(i) ~ i^(a-1)") {
     }
   }
   double norm = 0;
-  for (int64_t i = 1; i <= space; ++i) norm += std::pow(double(i), c.power_a - 1);
+  for (int64_t i = 1; i <= space; ++i) norm += std::pow(double(i), a - 1);
   double chi2 = 0;
   for (int64_t i = 1; i <= space; ++i) {
-    const double expected = N * std::pow(double(i), c.power_a - 1) / norm;
+    const double expected = N * std::pow(double(i), a - 1) / norm;
     chi2 += (count[size_t(i)] - expected) * (count[size_t(i)] - expected) / expected;
   }
   // 55 degrees of freedom: mean 55, standard deviation ~10.5; 120 is beyond 6 of them.
@@ -219,15 +229,15 @@ TEST_CASE("tasks: induction layout") {
 }
 
 TEST_CASE("tasks: needle layout and per-row distances") {
-  TaskConfig c = config("needle");
-  c.distances = {1, 10, 254};
+  TaskConfig c = config("needle", {{"distance", "1,10,254"}});
+  const std::vector<int64_t> distances = {1, 10, 254};
   const int64_t T = 256, V = 8192;
   Batch b = make_batch(c, 4, 0, 9);
   check_targets_follow_mask(b);
-  REQUIRE(b.distance.size() == 9);
+  REQUIRE(b.group.size() == 9);
   for (int64_t i = 0; i < 9; ++i) {
-    const int64_t d = c.distances[size_t(i % 3)];
-    CHECK(b.distance[size_t(i)] == d);
+    const int64_t d = distances[size_t(i % 3)];
+    CHECK(b.group[size_t(i)] == d);
     RowView r = row(b, i);
     const int32_t key = r.x[T - 1], value = r.x[T - 1 - d];
     CHECK(key >= V / 4);
@@ -253,91 +263,65 @@ TEST_CASE("tasks: rows are a pure function of (seed, batch, row); train and eval
     const uint64_t train = stream_seed(42, "train"), eval = stream_seed(42, "eval");
     CHECK(train != eval);
     Batch a = make_batch(c, train, 5, 16), again = make_batch(c, train, 5, 16);
-    CHECK(a.inputs.v == again.inputs.v);
-    CHECK(a.targets.v == again.targets.v);
+    CHECK(a.inputs.values() == again.inputs.values());
+    CHECK(a.targets.values() == again.targets.values());
     CHECK(a.mask == again.mask);
     // Resuming: batch 5 of a stream read from the start equals batch 5 made alone.
     Batch streamed;
     for (uint64_t k = 0; k <= 5; ++k) streamed = make_batch(c, train, k, 16);
-    CHECK(streamed.inputs.v == a.inputs.v);
+    CHECK(streamed.inputs.values() == a.inputs.values());
     // A slice: the first 4 rows of a batch of 16 are the batch of 4.
     Batch small = make_batch(c, train, 5, 4);
-    CHECK(std::equal(small.inputs.v.begin(), small.inputs.v.end(), a.inputs.v.begin()));
+    CHECK(std::equal(small.inputs.values().begin(), small.inputs.values().end(), a.inputs.values().begin()));
     // Other batches, the eval stream and other rows differ.
-    CHECK(make_batch(c, train, 6, 16).inputs.v != a.inputs.v);
+    CHECK(make_batch(c, train, 6, 16).inputs.values() != a.inputs.values());
     Batch e = make_batch(c, eval, 5, 16);
-    CHECK(e.inputs.v != a.inputs.v);
+    CHECK(e.inputs.values() != a.inputs.values());
     const int64_t T = c.length();
-    CHECK(!std::equal(a.inputs.v.begin(), a.inputs.v.begin() + T, a.inputs.v.begin() + T));
+    CHECK(!std::equal(a.inputs.values().begin(), a.inputs.values().begin() + T, a.inputs.values().begin() + T));
   }
   CHECK_THROWS_AS(stream_seed(1, "test"), Error);
 }
 
 TEST_CASE("tasks: impossible configurations name the parameter") {
-  auto expect = [](TaskConfig c, const std::string& word) {
+  auto expect = [](const TaskConfig& c, const std::string& words) {
     const std::string msg = error_of(c);
     CAPTURE(msg);
-    CHECK(msg.find(word) != std::string::npos);
+    CHECK(msg.find(words) != std::string::npos);
     CHECK(msg.find('\n') == std::string::npos);
     CHECK_THROWS_AS(make_batch(c, 1, 0, 2), Error);
   };
   for (const std::string& task : task_names()) CHECK(error_of(config(task)).empty());
-  expect(config("nope"), "unknown task 'nope'");
-  TaskConfig c = config("copy");
-  c.seq_len = 42;  // 2*20+3 = 43
-  expect(c, "max_len");
-  c = config("copy");
-  c.min_len = 0;
-  expect(c, "min_len");
-  c = config("copy");
-  c.min_len = 9, c.max_len = 8;
-  expect(c, "max_len");
-  c = config("selective-copy");
-  c.num_tokens = 256;
-  expect(c, "num_tokens");
-  c = config("selective-copy");
-  c.num_tokens = 129;
-  expect(c, "num_tokens");
-  c = config("selective-copy");
-  c.vocab = 2;
-  expect(c, "vocab");
-  c = config("mqar");
-  c.vocab = 128;  // V <= seq_len
-  expect(c, "vocab");
-  c = config("mqar");
-  c.num_kv_pairs = 33;  // 4K > 128
-  expect(c, "num_kv_pairs");
-  c = config("mqar");
-  c.power_a = 0;
-  expect(c, "power_a");
-  c = config("induction");
-  c.seq_len = 3;
-  expect(c, "seq_len");
-  c = config("needle");
-  c.distances = {16, 255};  // beyond seq_len-2 = 254
-  expect(c, "distance 255");
-  c = config("needle");
-  c.distances = {0};
-  expect(c, "distance 0");
-  c = config("needle");
-  c.vocab = 4;
-  expect(c, "vocab");
+  CHECK_THROWS_WITH_AS(config("nope"), doctest::Contains("--task 'nope' unknown (allowed: copy,"), Error);
+  expect(config("copy", {{"seq-len", "42"}}), "--seq-len 42 cannot hold a string of --max-len 20");  // 2*20+3 = 43
+  expect(config("copy", {{"min-len", "0"}}), "--min-len 0 is out of range");
+  expect(config("copy", {{"min-len", "9"}, {"max-len", "8"}}), "--max-len 8 must be >= --min-len 9");
+  expect(config("copy", {{"vocab", "50"}}), "--vocab 50 does not fit (the task's options fix it at 30)");
+  expect(config("selective-copy", {{"num-tokens", "256"}}), "--num-tokens 256 out of range");
+  expect(config("selective-copy", {{"num-tokens", "129"}}), "--num-tokens 129 out of range");
+  expect(config("selective-copy", {{"vocab", "2"}}), "--vocab 2 too small");
+  expect(config("mqar", {{"vocab", "128"}}), "--vocab 128 must be > --seq-len 128");
+  expect(config("mqar", {{"num-kv-pairs", "33"}}), "--num-kv-pairs 33 too large for --seq-len 128");  // 4K > 128
+  expect(config("mqar", {{"power-a", "0"}}), "--power-a 0 out of range (allowed: (0, 1])");
+  expect(config("mqar", {{"power-a", "1.5"}}), "--power-a 1.5 is out of range (allowed: 0..1)");
+  expect(config("induction", {{"seq-len", "3"}}), "--seq-len 3 too short");
+  expect(config("induction", {{"seq-len", "-3"}}), "--seq-len -3 is out of range");
+  expect(config("needle", {{"distance", "16,255"}}), "--distance 255 does not fit --seq-len 256");  // beyond 254
+  CHECK_THROWS_WITH_AS(config("needle", {{"distance", "0"}}), doctest::Contains("--distance: '0'"), Error);
+  expect(config("needle", {{"vocab", "4"}}), "--vocab 4 too small");
   CHECK_THROWS_AS(make_batch(config("mqar"), 1, 0, 0), Error);
 }
 
-TEST_CASE("tasks: metrics over scored positions") {
-  TaskConfig c = config("needle");
-  c.vocab = 64;
-  c.seq_len = 32;
-  c.distances = {2, 20};
+TEST_CASE("tasks: metrics over scored positions, and needle's accuracy per distance") {
+  TaskConfig c = config("needle", {{"vocab", "64"}, {"seq-len", "32"}, {"distance", "20,2"}});
   const int64_t B = 6, T = 32, V = 64;
   Batch b = make_batch(c, 8, 0, B);
-  // Logits that put 2.0 on the target (and on token 1 elsewhere); row 1's answer made wrong.
+  // Logits that put 2.0 on the target (and on token 1 elsewhere); row 0's answer made wrong.
   Tensor logits = Tensor::zeros({B, T, V});
   float* z = logits.data();
-  for (int64_t i = 0; i < B * T; ++i) z[i * V + (b.mask[size_t(i)] ? b.targets.v[size_t(i)] : 1)] = 2.f;
-  const int64_t wrong = 1 * T + T - 1;
-  z[wrong * V + b.targets.v[size_t(wrong)]] = 0.f;
+  for (int64_t i = 0; i < B * T; ++i) z[i * V + (b.mask[size_t(i)] ? b.targets.data()[i] : 1)] = 2.f;
+  const int64_t wrong = 0 * T + T - 1;
+  z[wrong * V + b.targets.data()[wrong]] = 0.f;
   z[wrong * V + 3] = 2.f;
   TaskScore s = score_batch(logits, b);
   CHECK(s.scored == B);
@@ -346,34 +330,48 @@ TEST_CASE("tasks: metrics over scored positions") {
   CHECK(s.seq_acc == doctest::Approx(5.0 / 6.0));
   // The loss equals the framework's cross_entropy on the masked targets (independent code).
   CHECK(s.loss == doctest::Approx(cross_entropy(logits, masked_targets(b.targets, b.mask)).data()[0]).epsilon(1e-5));
-  auto by = accuracy_by_distance(logits, b);
-  REQUIRE(by.size() == 2);
-  CHECK(by[2].scored == 3);
-  CHECK(by[2].accuracy() == doctest::Approx(1.0));
-  CHECK(by[20].accuracy() == doctest::Approx(2.0 / 3.0));  // row 1 has distance 20
+  ExtraScores by;
+  c.behaviour().extra_scores(c, b, logits, nullptr, by);
+  REQUIRE(by.size() == 2);  // by increasing distance, whatever the option's order
+  CHECK(by[0].first == "acc@2");
+  CHECK(by[0].second.total == 3);
+  CHECK(by[0].second.value() == doctest::Approx(1.0));
+  CHECK(by[1].first == "acc@20");
+  CHECK(by[1].second.value() == doctest::Approx(2.0 / 3.0));  // row 0 has distance 20
 }
 
-TEST_CASE("tasks: copy gen_acc by greedy decoding") {
+TEST_CASE("tasks: copy gen_acc scores what the decoder generates") {
   TaskConfig c = config("copy");
   Batch b = make_batch(c, 2, 0, 8);
-  const int64_t V = c.vocab_size();
-  int64_t row_now = 0;
-  // An oracle that knows row `row_now`: the next token of the true row after the prefix.
-  auto oracle = [&](const IntTensor& prefix) {
-    const int64_t t = prefix.shape[1];
-    for (int64_t k = 0; k < t; ++k) REQUIRE(prefix.v[size_t(k)] == row(b, row_now).x[k]);
-    Tensor z = Tensor::zeros({1, t, V});
-    z.data()[(t - 1) * V + row(b, row_now).x[t]] = 1.f;
-    return z;
+  const int64_t T = b.inputs.shape()[1];
+  const int32_t eos = c.behaviour().stop_token(c);
+  CHECK(eos == 28);  // alphabet 26: BOS 26, SEP 27, EOS 28
+  // An oracle that knows every row: the rest of the row whose prompt it is given.
+  const GreedyDecoder oracle = [&](const std::vector<int32_t>& prompt, int64_t max_new, int32_t stop) {
+    CHECK(stop == eos);
+    for (int64_t r = 0; r < 8; ++r) {
+      const int32_t* x = b.inputs.data() + r * T;
+      if (std::equal(prompt.begin(), prompt.end(), x) && x[prompt.size() - 1] == 27)
+        return std::vector<int32_t>(x + prompt.size(), x + prompt.size() + max_new);
+    }
+    return std::vector<int32_t>{};
   };
-  for (row_now = 0; row_now < 8; ++row_now) CHECK(copy_generated_right(b, row_now, oracle));
   // Always predicting EOS is wrong on every row (strings are at least 5 symbols long).
-  auto eos = [&](const IntTensor& prefix) {
-    Tensor z = Tensor::zeros({1, prefix.shape[1], V});
-    z.data()[z.numel() - V + c.alphabet + 2] = 1.f;
-    return z;
+  const GreedyDecoder eos_only = [&](const std::vector<int32_t>&, int64_t, int32_t) {
+    return std::vector<int32_t>{eos};
   };
-  CHECK(copy_gen_acc(b, eos) == 0.0);
+  const Tensor unused;
+  for (auto [decode, want] : {std::pair{&oracle, 8}, std::pair{&eos_only, 0}}) {
+    ExtraScores scores;
+    c.behaviour().extra_scores(c, b, unused, decode, scores);
+    REQUIRE(scores.size() == 1);
+    CHECK(scores[0].first == "gen_acc");
+    CHECK(scores[0].second.correct == want);
+    CHECK(scores[0].second.total == 8);
+  }
+  ExtraScores none;  // without a decoder, no gen_acc
+  c.behaviour().extra_scores(c, b, unused, nullptr, none);
+  CHECK(none.empty());
 }
 
 TEST_CASE("tasks: evaluation per sequence length (length generalisation)") {
@@ -382,21 +380,24 @@ TEST_CASE("tasks: evaluation per sequence length (length generalisation)") {
   // An oracle reading the answer from the row (induction: the token after the earlier trigger)
   // and a model with uniform logits; each records the lengths it was asked about.
   std::vector<int64_t> seen;
-  auto oracle = [&](const IntTensor& in) {
-    const int64_t B = in.shape[0], T = in.shape[1];
+  const BatchLogits oracle = [&](const Batch& batch) {
+    const int64_t B = batch.inputs.shape()[0], T = batch.inputs.shape()[1];
     seen.push_back(T);
     Tensor z = Tensor::zeros({B, T, V});
     for (int64_t b = 0; b < B; ++b) {
-      const int32_t* x = in.v.data() + b * T;
+      const int32_t* x = batch.inputs.data() + b * T;
       int64_t p = 0;
       while (!(x[p] == 0 && p + 1 < T - 1)) ++p;  // the first trigger is the pair's
       z.data()[((b * T) + T - 1) * V + x[p + 1]] = 1.f;
     }
     return z;
   };
-  auto uniform = [&](const IntTensor& in) { return Tensor::zeros({in.shape[0], in.shape[1], V}); };
+  const BatchLogits uniform = [&](const Batch& batch) {
+    return Tensor::zeros({batch.inputs.shape()[0], batch.inputs.shape()[1], V});
+  };
   const std::vector<int64_t> lengths = {64, 128, 512};
-  std::vector<LengthResult> r = evaluate_lengths(c, lengths, oracle, 3, 2, 8);
+  const EvalSettings s{2, 8, 3};
+  std::vector<EvalResult> r = evaluate_lengths(c, lengths, oracle, s);
   REQUIRE(r.size() == 3);
   CHECK(seen == std::vector<int64_t>{64, 64, 128, 128, 512, 512});
   for (size_t i = 0; i < r.size(); ++i) {
@@ -404,12 +405,13 @@ TEST_CASE("tasks: evaluation per sequence length (length generalisation)") {
     CHECK(r[i].score.token_acc == 1.0);
     CHECK(r[i].score.seq_acc == 1.0);
     CHECK(r[i].score.scored == 16);  // one scored position per row, 2 batches of 8
+    CHECK(r[i].extra.empty());
   }
-  for (const LengthResult& u : evaluate_lengths(c, lengths, uniform, 3, 2, 8))
+  for (const EvalResult& u : evaluate_lengths(c, lengths, uniform, s))
     CHECK(u.score.loss == doctest::Approx(std::log(double(V))).epsilon(1e-12));
   // An impossible length fails before any evaluation runs.
   seen.clear();
-  CHECK_THROWS_AS(evaluate_lengths(c, {64, 2}, oracle, 3, 2, 8), Error);
+  CHECK_THROWS_AS(evaluate_lengths(c, {64, 2}, oracle, s), Error);
   CHECK(seen.empty());
 }
 
@@ -417,25 +419,30 @@ TEST_CASE("tasks: trilemma data show") {
   using trilemma_test::run;
   trilemma_test::Run r = run("data show --task mqar --rows 2 --threads 1");
   CHECK(r.code == 0);
+  CHECK(r.err.empty());  // no banner: data show measures nothing
   CHECK(r.out.find("row 1: 8 scored") != std::string::npos);
   CHECK(r.out.find("row 2") == std::string::npos);
   CHECK(r.out.find("[") != std::string::npos);
+  CHECK(r.out.find("keys 1..4095, values 4096..8191, filler 0") != std::string::npos);
   for (const char* task : {"copy", "selective-copy", "induction", "needle"}) {
     CAPTURE(task);
     CHECK(run(std::string("data show --task ") + task + " --rows 1 --threads 1").code == 0);
   }
+  CHECK(run("data show --task needle --rows 2 --threads 1").out.find("row 1: 1 scored, distance 16") != std::string::npos);
   struct Bad {
     const char* args;
     const char* named;
   };
-  for (Bad bad : {Bad{"data show --task mqar --num-kv-pairs 40", "num_kv_pairs"},
-                  Bad{"data show --task bogus", "--task"}, Bad{"data show --task mqar --rows 0", "--rows"},
+  for (Bad bad : {Bad{"data show --task mqar --num-kv-pairs 40", "--num-kv-pairs 40"},
+                  Bad{"data show --task bogus", "--task 'bogus' unknown"}, Bad{"data show --task mqar --rows 0", "--rows"},
                   Bad{"data show --task needle --distance 5,x", "--distance"},
                   Bad{"data show --task mqar --split test", "--split"}, Bad{"data list --task mqar", "list"},
-                  Bad{"data show --task copy --seq-len 10", "max_len"}}) {
+                  Bad{"data show --task copy --seq-len 10", "--max-len"},
+                  Bad{"data show --task mqar --max-len 9", "--max-len 9 is an option of copy, not of task mqar"}}) {
     CAPTURE(bad.args);
     r = run(std::string(bad.args) + " --threads 1");
     CHECK(r.code == 2);
+    CHECK(trilemma_test::count_lines(r.err) == 1);
     CHECK(r.err.find(bad.named) != std::string::npos);
   }
 }

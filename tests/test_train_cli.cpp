@@ -78,10 +78,12 @@ bool no_temporary_files(const fs::path& dir) {
   return true;
 }
 
-// Starts the binary in the background with output to files; returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+// Starts the binary in the background with output to files and `env` (NAME=value) added to its
+// environment; returns its pid.
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log, const std::string& env = "") {
   const pid_t pid = fork();
   if (pid == 0) {
+    if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
@@ -132,6 +134,15 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
 
   CHECK(json_value(out / "summary.json", "status") == "\"finished\"");
   CHECK(json_value(out / "summary.json", "step") == "45");
+  // The config in the summary is typed JSON: numbers, booleans, strings.
+  CHECK(capture("/usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))[\"config\"]\n"
+                "print(*(type(c[k]).__name__ + \"=\" + json.dumps(c[k]) for k in (\"batch\", \"lr\", \"tie-embeddings\","
+                " \"model\", \"rope-style\")))' '" + (out / "summary.json").string() + "'") ==
+        "int=8 float=0.003 bool=false str=\"attention\" str=\"half\"");
+  // The runtime in one line at the top of stdout (what the run was measured on); stderr is empty.
+  CHECK(r.out.rfind("trilemma ", 0) == 0);
+  CHECK(r.out.find("1 thread of") < r.out.find('\n'));
+  CHECK(r.err.empty());
   CHECK(json_value(out / "summary.json", "tokens_seen") == std::to_string(45 * 8 * 32));
 
   // config.ini read back with --config reproduces the run bit for bit.
@@ -176,28 +187,31 @@ TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
 
 TEST_CASE("train: SIGINT and SIGTERM leave a checkpoint that resumes exactly") {
   const fs::path whole = scratch("sig-whole");
-  const std::string many = " --steps 600 --eval-every 1000";
+  const std::string many = " --steps 60 --eval-every 1000";
   REQUIRE(run(small_run("linear", whole, many)).code == 0);
-  for (int sig : {SIGINT, SIGTERM}) {
+  // TRILEMMA_WAIT_FOR_SIGNAL_AT makes the run wait for the signal after a known step (not a
+  // log, evaluation or checkpoint step), so where it lands does not depend on timing.
+  for (auto [sig, at] : {std::pair{SIGINT, 23}, std::pair{SIGTERM, 38}}) {
     CAPTURE(sig);
-    const fs::path dir = scratch("sig-" + std::to_string(sig));
+    const fs::path dir = scratch("sig-" + std::to_string(sig)), log = scratch("sig.log");
     std::istringstream words(small_run("linear", dir, many));
     std::vector<std::string> args;
     for (std::string w; words >> w;) args.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
-    const pid_t pid = spawn(args, scratch("sig.log"));
-    // Interrupt once training is under way (the first metrics row is out).
-    for (int i = 0; i < 400 && !(fs::exists(dir / "metrics.jsonl") && fs::file_size(dir / "metrics.jsonl") > 0); ++i)
+    const pid_t pid = spawn(args, log, "TRILEMMA_WAIT_FOR_SIGNAL_AT=" + std::to_string(at));
+    const std::string waiting = "waiting for a signal after step " + std::to_string(at);
+    for (int i = 0; i < 12000 && read_text(log).find(waiting) == std::string::npos; ++i)  // 120 s at most
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(read_text(log).find(waiting) != std::string::npos);
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 128 + sig);
     CHECK(json_value(dir / "summary.json", "status") == "\"interrupted\"");
-    const std::string step = json_value(dir / "summary.json", "step");
-    CHECK(std::stol(step) < 600);
+    CHECK(json_value(dir / "summary.json", "step") == std::to_string(at));
     CHECK(no_temporary_files(dir));
-    CHECK(run("inspect '" + (dir / "last.h5").string() + "'").out.find("step " + step + ",") != std::string::npos);
+    CHECK(run("inspect '" + (dir / "last.h5").string() + "'").out.find("step " + std::to_string(at) + ",") !=
+          std::string::npos);
     REQUIRE(run("train --resume '" + dir.string() + "'").code == 0);
     CHECK(json_value(dir / "summary.json", "params_fnv1a") == json_value(whole / "summary.json", "params_fnv1a"));
     CHECK(metrics_without_timing(dir / "metrics.csv") == metrics_without_timing(whole / "metrics.csv"));
@@ -242,9 +256,14 @@ TEST_CASE("train: bad input is one line, the right exit code, and no files") {
       {" --steps 0", 2, "--steps"},
       {" --lr -1", 2, "--lr"},
       {" --model rnn", 2, "--model"},
-      {" --d-model 30 --n-heads 4", 2, "d_model"},
-      {" --task copy --seq-len 10", 2, "max_len"},
-      {" --task mqar --seq-len 64 --num-kv-pairs 40", 2, "num_kv_pairs"},
+      {" --d-model 30 --n-heads 4", 2, "--d-model 30 is not divisible by --n-heads 4"},
+      {" --task copy --seq-len 10", 2, "--max-len 20"},
+      {" --task mqar --seq-len 64 --num-kv-pairs 40", 2, "--num-kv-pairs 40"},
+      {" --model attention --d-state 8", 2, "--d-state 8 is an option of mamba, not of model attention"},
+      {" --task mqar --max-len 9", 2, "--max-len 9 is an option of copy, not of model attention on task mqar"},
+      {" --rope-style interleaved", 2, "--rope-style 'interleaved' is not supported (allowed: half)"},
+      {" --lr 0.01 --min-lr 0.1", 2, "--min-lr 0.1 is out of range (allowed: 0..0.01, at most --lr)"},
+      {" --model mamba --pos rope", 2, "--pos 'rope' is not allowed for model mamba (allowed: none)"},
       {" --task mqar --seq-len 64 --pos learned --max-seq-len 32", 2, "--max-seq-len"},
       {" --schedule linear", 2, "--schedule"},
       {" --bias maybe", 2, "bias"},

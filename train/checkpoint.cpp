@@ -19,21 +19,6 @@ const char* kFormat = "trilemma-checkpoint";
 // Rng states are a few words; a larger dataset is a corrupt file, not something to allocate.
 constexpr int64_t kMaxRngWords = 64;
 
-// The optimizer's own hyper-parameters, with the current lr.
-std::map<std::string, double> hparams_of(const Optimizer& opt) {
-  std::map<std::string, double> h;
-  if (auto* a = dynamic_cast<const AdamW*>(&opt)) {
-    const AdamWOptions o = a->options();
-    h = {{"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
-  } else if (auto* s = dynamic_cast<const SGD*>(&opt)) {
-    const SGDOptions o = s->options();
-    h = {{"momentum", o.momentum}, {"dampening", o.dampening},
-         {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov ? 1.0 : 0.0}};
-  }
-  h["lr"] = opt.lr();
-  return h;
-}
-
 std::string slot_path(const std::string& slot, const std::string& param) {
   return "/optimizer/" + slot + "/" + param;
 }
@@ -51,7 +36,7 @@ void write_contents(const std::string& file, const Module& model, const Optimize
 
   f.set_attr("/optimizer", "name", std::string(opt.name()));
   f.set_attr("/optimizer", "step", opt.step_count());
-  std::map<std::string, double> h = hparams_of(opt);
+  std::map<std::string, double> h = opt.hyperparameters();
   for (const auto& [name, value] : meta.optimizer_hparams) h[name] = value;
   for (const auto& [name, value] : h) f.set_attr("/optimizer", name, value);
   for (const auto& [param, state] : opt.state())

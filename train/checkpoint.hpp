@@ -6,7 +6,8 @@
 //   /optimizer            attrs name, step and the hyper-parameters
 //   /optimizer/<slot>/<name>   slot tensors (AdamW: exp_avg, exp_avg_sq), each with an int
 //                         attribute `step`: the parameter's own update count
-//   /rng/<name>           uint64 random-number states (parameter init, dropout, data stream)
+//   /rng/<name>           uint64 random-number states: "init" (the parameters' seed) and "data"
+//                         (the training stream's seed and next batch index)
 //   /run                  attrs: the training run's bookkeeping (best evaluation, elapsed time);
 //                         optional, as readers ignore fields they do not know
 // Files are written atomically: a crash leaves either the old file or the new one.

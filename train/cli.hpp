@@ -1,13 +1,13 @@
 // The trilemma command-line tool: `trilemma <command> [options]`.
-// Commands are rows of one table (main.cpp); each lives in its own train/cmd_<name>.cpp and
-// provides an options builder and a run function. main.cpp adds the common options
-// (--config, --threads, --gemm, --help), parses the command line and the config file, applies
-// the runtime settings, prints the runtime banner and calls run.
+// Commands are rows of one table (cli_main.cpp); each lives in its own train/cmd_<name>.cpp and
+// provides an options builder and a run function. run_cli adds the common options (--config,
+// --threads, --gemm, --help), parses the command line and the config file, applies the runtime
+// settings (unless the command does, as train does with a resumed run's own) and calls run.
 #pragma once
 #include <boost/program_options.hpp>
-#include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "framework/tensor.hpp"
 
@@ -27,13 +27,30 @@ struct Command {
   const char* summary;                    // one line, for `trilemma help`
   void (*add_options)(CommandOptions&);
   int (*run)(const po::variables_map&);   // returns the exit code
-  bool prints_runtime;  // prints the runtime itself (info); others get the banner on stderr
+  bool applies_runtime = false;           // applies --threads/--gemm itself (train)
 };
 
 // A bad command line, option or value: exit code 2 (a runtime tri::Error exits with 1).
 struct UsageError : Error {
   using Error::Error;
 };
+
+// Runs `trilemma args...` in this process: the exit code, with every error as one line
+// "trilemma: ..." on stderr (0 success, 1 a runtime error, 2 a bad command line).
+int run_cli(const std::vector<std::string>& args);
+
+// Calls fn; a tri::Error it throws becomes a UsageError (exit code 2): for checks of what was
+// typed on the command line.
+template <class F>
+auto as_usage_error(F&& fn) {
+  try {
+    return fn();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
 
 inline std::string number_text(double v) {
   char buf[32];
@@ -52,6 +69,9 @@ auto in_range(const std::string& option, T lo, T hi) {
   };
 }
 
+// --seed's notifier where a command takes a seed of its own: any non-negative integer.
+void check_seed(int64_t seed);
+
 // One pair per command, defined in train/cmd_<name>.cpp.
 void info_options(CommandOptions& o);
 int run_info(const po::variables_map& vm);
@@ -69,32 +89,5 @@ void eval_options(CommandOptions& o);
 int run_eval(const po::variables_map& vm);
 void generate_options(CommandOptions& o);
 int run_generate(const po::variables_map& vm);
-
-// Hand-written JSON: a quoted, escaped string and a number (null when not finite).
-inline std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
-inline std::string json_number(double v) {
-  return std::isfinite(v) ? number_text(v) : "null";
-}
 
 }  // namespace tri::cli

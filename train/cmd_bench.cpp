@@ -1,35 +1,22 @@
-// trilemma bench <benchmark>: performance measurements, not tests (the test suite never runs
-// them at full size). Benchmarks are rows of kBenchmarks; `gemm` compares, side by side in one
-// process, the framework's tri::matmul on Tensors with raw dnnl_sgemm and raw cblas_sgemm.
-#include <cblas.h>
-#include <dnnl.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
+// trilemma bench <benchmark>: performance measurements (bench/), not tests. Benchmarks are rows
+// of kBenchmarks; each prints the runtime summary first, unless it prints JSON.
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "framework/ops.hpp"
-#include "framework/rng.hpp"
+#include "bench/bench.hpp"
+#include "framework/options.hpp"
 #include "framework/runtime.hpp"
-#include "train/bench.hpp"
 #include "train/cli.hpp"
 
 namespace tri::cli {
 
 namespace {
-int bench_gemm(const po::variables_map& vm);
 
 struct Benchmark {
   const char* name;
   int (*run)(const po::variables_map&);
 };
-// Adding a benchmark: one row here and its function.
+// Adding a benchmark: one row here and its function in bench/.
 const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}};
 
 std::string benchmark_names() {
@@ -38,40 +25,28 @@ std::string benchmark_names() {
   return s;
 }
 
-void check_benchmark(const std::string& name) {
+const Benchmark& find_benchmark(const std::string& name) {
   for (const Benchmark& b : kBenchmarks)
-    if (name == b.name) return;
+    if (name == b.name) return b;
   throw UsageError("bench: unknown benchmark '" + name + "' (allowed: " + benchmark_names() + ")");
+}
+
+void check_sizes(const std::string& option, const std::string& list) {
+  as_usage_error([&] { return parse_int_list(option, list, {1, 16384}); });
 }
 
 }  // namespace
 
-std::vector<int64_t> parse_sizes(const std::string& list, const std::string& option) {
-  std::vector<int64_t> sizes;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t end = std::min(list.find(',', pos), list.size());
-    std::string item = list.substr(pos, end - pos);
-    char* rest = nullptr;
-    long v = std::strtol(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v < 1 || v > 16384)
-      throw UsageError(option + ": '" + item + "' in '" + list +
-                       "' is not a size (allowed: integers 1..16384, comma-separated)");
-    sizes.push_back(v);
-    pos = end + 1;
-  }
-  return sizes;
-}
-
 void bench_options(CommandOptions& o) {
   o.named.add_options()
-      ("benchmark", po::value<std::string>()->value_name("NAME")->required()->notifier(check_benchmark),
+      ("benchmark", po::value<std::string>()->value_name("NAME")->required()
+                        ->notifier([](const std::string& n) { find_benchmark(n); }),
        ("the benchmark to run, also the first positional argument: " + benchmark_names()).c_str())
       ("sizes", po::value<std::string>()->value_name("LIST")->default_value("256,512,1024,2048")
-                    ->notifier([](const std::string& s) { parse_sizes(s, "--sizes"); }),
+                    ->notifier([](const std::string& s) { check_sizes("sizes", s); }),
        "gemm: square sizes, comma-separated")
       ("seq-lens", po::value<std::string>()->value_name("LIST")->default_value("1024,2048,4096")
-                       ->notifier([](const std::string& s) { parse_sizes(s, "--seq-lens"); }),
+                       ->notifier([](const std::string& s) { check_sizes("seq-lens", s); }),
        "mixers: sequence lengths, comma-separated")
       ("batch", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("batch", 1, 1024)),
        "mixers: batch size")
@@ -93,196 +68,9 @@ void bench_options(CommandOptions& o) {
 }
 
 int run_bench(const po::variables_map& vm) {
-  const std::string name = vm["benchmark"].as<std::string>();
-  for (const Benchmark& b : kBenchmarks)
-    if (name == b.name) return b.run(vm);
-  check_benchmark(name);  // throws: the name is not in the table
-  return 2;
+  const Benchmark& b = find_benchmark(vm["benchmark"].as<std::string>());
+  if (!vm["json"].as<bool>()) std::printf("%s\n", runtime_summary().c_str());
+  return b.run(vm);
 }
 
-namespace {
-
-// One GEMM: C[m, n] = op(A) op(B), row-major, op = transpose where ta / tb.
-struct GemmCase {
-  std::string label;
-  int64_t m, n, k;
-  bool ta, tb;
-};
-
-std::vector<GemmCase> gemm_cases(const std::vector<int64_t>& sizes, bool model_shapes) {
-  std::vector<GemmCase> cases;
-  for (int64_t s : sizes) cases.push_back({"square", s, s, s, false, false});
-  if (!model_shapes) return cases;
-  // A linear layer on x [M, in] with W [out, in] (M = B*T rows) runs three GEMMs.
-  const int64_t layers[][3] = {{4096, 128, 128}, {4096, 128, 512}, {4096, 512, 128}};
-  for (const auto& l : layers) {
-    const int64_t M = l[0], in = l[1], out = l[2];
-    std::string name = "linear " + std::to_string(M) + "x" + std::to_string(in) + "->" +
-                       std::to_string(out);
-    cases.push_back({name + " y=xW^T", M, out, in, false, true});
-    cases.push_back({name + " dx=dyW", M, in, out, false, false});
-    cases.push_back({name + " dW=dy^Tx", out, in, M, true, false});
-  }
-  return cases;
-}
-
-using Clock = std::chrono::steady_clock;
-
-double time_calls(const std::function<void()>& call, int iters) {
-  auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) call();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Warms up (first touch, JIT), then finds how many calls fill min_time.
-int calibrate(const std::function<void()>& call, double min_time) {
-  call();
-  int iters = 1;
-  for (;;) {
-    double t = time_calls(call, iters);
-    if (t >= min_time) return iters;
-    double grow = t > 0 ? 1.2 * min_time / t : 100.0;
-    iters = int(std::ceil(iters * std::clamp(grow, 1.5, 100.0)));
-  }
-}
-
-// The 1-minute load average when the benchmark starts: well above what the machine just ran
-// means other processes share the cores, and the numbers (2-thread ones most: OpenMP barriers
-// stall when a core is taken) are not to be trusted.
-}  // namespace
-
-double load_average() {
-  double load[1] = {0};
-  return getloadavg(load, 1) == 1 ? load[0] : -1;
-}
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Largest |x - ref| relative to the largest |ref|: the three implementations must agree.
-double relative_diff(const float* x, const float* ref, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, double(std::fabs(x[i] - ref[i])));
-    scale = std::max(scale, double(std::fabs(ref[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
-struct GemmResult {
-  GemmCase c;
-  double framework, onednn, openblas;  // GFLOP/s, median over the repeats
-};
-
-GemmResult measure(const GemmCase& c, int repeats, double min_time) {
-  Rng rng(1234);
-  auto random_tensor = [&](int64_t rows, int64_t cols) {
-    Tensor t = Tensor::empty({rows, cols});
-    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = float(2 * rng.uniform() - 1);
-    return t;
-  };
-  Tensor a = c.ta ? random_tensor(c.k, c.m) : random_tensor(c.m, c.k);
-  Tensor b = c.tb ? random_tensor(c.n, c.k) : random_tensor(c.k, c.n);
-  Tensor c_dnnl = Tensor::zeros({c.m, c.n}), c_blas = Tensor::zeros({c.m, c.n}), c_fw;
-  const int64_t lda = a.size(1), ldb = b.size(1);
-
-  std::function<void()> calls[3] = {
-      [&] { c_fw = matmul(a, b, c.ta, c.tb); },
-      [&] {
-        dnnl_sgemm(c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k, 1.f, a.data(), lda,
-                   b.data(), ldb, 0.f, c_dnnl.data(), c.n);
-      },
-      [&] {
-        cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans,
-                    c.tb ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), 1.f,
-                    a.data(), int(lda), b.data(), int(ldb), 0.f, c_blas.data(), int(c.n));
-      }};
-  int iters[3];
-  for (int i = 0; i < 3; ++i) iters[i] = calibrate(calls[i], min_time);
-
-  const int64_t n = c.m * c.n;
-  double diff = std::max(relative_diff(c_fw.data(), c_dnnl.data(), n),
-                         relative_diff(c_blas.data(), c_dnnl.data(), n));
-  if (diff > 1e-4)
-    throw Error("bench gemm: results differ by " + std::to_string(diff) + " (relative) for " +
-                c.label + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
-                " k=" + std::to_string(c.k));
-
-  // Interleaved, so a slow phase of the machine hits all three alike.
-  const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
-  std::vector<double> gflops[3];
-  for (int r = 0; r < repeats; ++r)
-    for (int i = 0; i < 3; ++i) {
-      // OpenBLAS's worker threads busy-wait for a while after a call; a pause lets them park
-      // so they do not take the cores from the next measurement.
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      gflops[i].push_back(flops * iters[i] / time_calls(calls[i], iters[i]) * 1e-9);
-    }
-  return {c, median(gflops[0]), median(gflops[1]), median(gflops[2])};
-}
-
-std::string op_name(const GemmCase& c) { return std::string(c.ta ? "T" : "N") + (c.tb ? "T" : "N"); }
-
-double ratio(const GemmResult& r) { return r.framework / std::max(r.onednn, r.openblas); }
-
-std::string gemm_json(const std::vector<GemmResult>& results, int repeats, double min_time,
-                      double load) {
-  RuntimeInfo info = runtime_info();
-  std::string s = "{\"benchmark\": \"gemm\", \"threads\": " + std::to_string(info.threads) +
-                  ", \"gemm_backend\": " + json_quote(info.gemm_backend) +
-                  ", \"openblas_core\": " + json_quote(info.openblas_core) +
-                  ", \"openblas_core_generic\": " + (info.openblas_core_generic ? "true" : "false") +
-                  ", \"repeats\": " + std::to_string(repeats) +
-                  ", \"min_time\": " + json_number(min_time) +
-                  ", \"load_average\": " + json_number(load) + ", \"rows\": [";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const GemmResult& r = results[i];
-    s += std::string(i ? ", " : "") + "{\"case\": " + json_quote(r.c.label) +
-         ", \"m\": " + std::to_string(r.c.m) + ", \"n\": " + std::to_string(r.c.n) +
-         ", \"k\": " + std::to_string(r.c.k) + ", \"op\": " + json_quote(op_name(r.c)) +
-         ", \"framework\": " + json_number(r.framework) + ", \"onednn\": " + json_number(r.onednn) +
-         ", \"openblas\": " + json_number(r.openblas) + ", \"ratio\": " + json_number(ratio(r)) + "}";
-  }
-  return s + "]}\n";
-}
-
-int bench_gemm(const po::variables_map& vm) {
-  const std::vector<int64_t> sizes = parse_sizes(vm["sizes"].as<std::string>(), "--sizes");
-  const int repeats = vm["repeats"].as<int>();
-  const double min_time = vm["min-time"].as<double>();
-  const bool json = vm["json"].as<bool>();
-
-  const RuntimeInfo info = runtime_info();
-  const double load = load_average();
-  if (!json) {
-    std::printf("GEMM GFLOP/s, median of %d runs of >= %.2f s each, %d threads, load average %.2f\n",
-                repeats, min_time, info.threads, load);
-    std::printf("framework = tri::matmul on Tensors (backend %s), onednn = dnnl_sgemm %s,"
-                " openblas = cblas_sgemm (kernel %s%s)\n",
-                info.gemm_backend.c_str(), info.dnnl_version.c_str(), info.openblas_core.c_str(),
-                info.openblas_core_generic ? ", GENERIC" : "");
-    std::printf("%-30s %5s %5s %5s %3s %10s %9s %9s %8s\n", "case", "m", "n", "k", "op",
-                "framework", "onednn", "openblas", "fw/best");
-  }
-  std::vector<GemmResult> results;
-  for (const GemmCase& c : gemm_cases(sizes, vm["model-shapes"].as<bool>())) {
-    results.push_back(measure(c, repeats, min_time));
-    const GemmResult& r = results.back();
-    if (!json) {
-      std::printf("%-30s %5lld %5lld %5lld %3s %10.1f %9.1f %9.1f %8.2f\n", c.label.c_str(),
-                  (long long)c.m, (long long)c.n, (long long)c.k, op_name(c).c_str(), r.framework,
-                  r.onednn, r.openblas, ratio(r));
-      std::fflush(stdout);
-    }
-  }
-  if (json) std::fputs(gemm_json(results, repeats, min_time, load).c_str(), stdout);
-  return 0;
-}
-
-}  // namespace
 }  // namespace tri::cli

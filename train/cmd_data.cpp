@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/tasks.hpp"
-#include "train/run_config.hpp"
+#include "train/cli_options.hpp"
 
 namespace tri::cli {
 
@@ -16,22 +16,11 @@ void check_action(const std::string& a) {
   if (a != "show") throw UsageError("data: unknown action '" + a + "' (allowed: show)");
 }
 
-std::string token_names(const TaskConfig& c) {
-  const int64_t A = c.alphabet, V = c.vocab_size();
-  auto n = [](int64_t v) { return std::to_string(v); };
-  if (c.task == "copy")
-    return "symbols 0.." + n(A - 1) + ", BOS " + n(A) + ", SEP " + n(A + 1) + ", EOS " + n(A + 2) + ", PAD " + n(A + 3);
-  if (c.task == "selective-copy") return "noise 0, data 1.." + n(V - 2) + ", marker " + n(V - 1);
-  if (c.task == "mqar") return "keys 1.." + n(V / 2 - 1) + ", values " + n(V / 2) + ".." + n(V - 1) + ", filler 0";
-  if (c.task == "induction") return "trigger 0, content 1.." + n(V - 1);
-  return "fillers 1.." + n(V / 4 - 1) + ", keys " + n(V / 4) + ".." + n(V / 2 - 1) + ", values " + n(V / 2) + ".." + n(V - 1);
-}
-
 // Prints one row in blocks of `per_line` positions: position, inputs, [targets] where scored.
 void print_row(const Batch& batch, int64_t b, int64_t width) {
-  const int64_t T = batch.inputs.shape[1], per_line = std::max<int64_t>(1, 96 / width);
-  const int32_t* x = batch.inputs.v.data() + b * T;
-  const int32_t* y = batch.targets.v.data() + b * T;
+  const int64_t T = batch.inputs.shape()[1], per_line = std::max<int64_t>(1, 96 / width);
+  const int32_t* x = batch.inputs.data() + b * T;
+  const int32_t* y = batch.targets.data() + b * T;
   const uint8_t* m = batch.mask.data() + b * T;
   for (int64_t t0 = 0; t0 < T; t0 += per_line) {
     const int64_t t1 = std::min(T, t0 + per_line);
@@ -65,39 +54,45 @@ void data_options(CommandOptions& o) {
   o.named.add_options()
       ("action", po::value<std::string>()->value_name("ACTION")->required()->notifier(check_action),
        "what to do, also the first positional argument: show");
-  add_task_options(o.named);
+  o.named.add(task_options());
   o.named.add_options()
       ("rows", po::value<int>()->value_name("N")->default_value(3)->notifier(in_range("rows", 1, 1000)),
        "rows to print")
-      ("seed", po::value<long>()->value_name("S")->default_value(0), "base seed of the streams")
+      ("seed", po::value<int64_t>()->value_name("S")->default_value(0)->notifier(check_seed), "base seed of the streams")
       ("split", po::value<std::string>()->value_name("NAME")->default_value("train")
                     ->notifier([](const std::string& s) {
                       if (s != "train" && s != "eval")
                         throw UsageError("--split '" + s + "' unknown (allowed: train, eval)");
                     }),
        "stream: train or eval")
-      ("batch", po::value<long>()->value_name("I")->default_value(0), "batch index in the stream");
+      ("batch", po::value<int64_t>()->value_name("I")->default_value(0), "batch index in the stream");
   o.positional.add("action", 1);
 }
 
 int run_data(const po::variables_map& vm) {
-  po::options_description task_options;
-  add_task_options(task_options);
-  const TaskConfig c = task_config(config_text(vm, task_options));
+  TaskConfig c = as_usage_error([&] { return TaskConfig::of(vm["task"].as<std::string>()); });
+  read_given(vm, c);
+  refuse_foreign(vm, c, task_options(), "task " + c.task);
+  as_usage_error([&] {
+    resolve_zeros(c);
+    c.validate();
+    return 0;
+  });
   const int rows = vm["rows"].as<int>();
-  const long index = vm["batch"].as<long>();
+  const int64_t index = vm["batch"].as<int64_t>();
   if (index < 0) throw UsageError("--batch " + std::to_string(index) + " is negative (allowed: >= 0)");
-  const uint64_t seed = stream_seed(uint64_t(vm["seed"].as<long>()), vm["split"].as<std::string>());
+  const uint64_t seed = stream_seed(uint64_t(vm["seed"].as<int64_t>()), vm["split"].as<std::string>());
   const Batch batch = make_batch(c, seed, uint64_t(index), rows);
   const int64_t width = int64_t(std::to_string(c.vocab_size() - 1).size()) + 3;
   std::printf("task %s, seq_len %lld, vocab %lld (%s)\n", c.task.c_str(), (long long)c.length(),
-              (long long)c.vocab_size(), token_names(c).c_str());
+              (long long)c.vocab_size(), c.behaviour().legend(c).c_str());
   std::printf("each block: position of its first column; `in` the inputs, `out` [the target] at scored positions\n");
   for (int b = 0; b < rows; ++b) {
     int64_t scored = 0;
     for (int64_t t = 0; t < c.length(); ++t) scored += batch.mask[size_t(b * c.length() + t)];
     std::printf("\nrow %d: %lld scored", b, (long long)scored);
-    if (!batch.distance.empty()) std::printf(", distance %lld", (long long)batch.distance[size_t(b)]);
+    if (!batch.group.empty())
+      std::printf(", %s %lld", c.behaviour().group_name().c_str(), (long long)batch.group[size_t(b)]);
     std::printf("\n");
     print_row(batch, b, width);
   }

@@ -65,24 +65,22 @@ int run_demo(const po::variables_map& vm) {
     if ((step + 1) % log_every == 0 || step + 1 == steps) {
       const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %5d  loss %.4f  acc %.3f  gnorm %.3f  lr %.2e  %.2f ms/step  %.0f tok/s\n",
-                  step + 1, loss, token_accuracy(logits, batch.targets).accuracy(), gnorm,
+                  step + 1, loss, token_accuracy(logits, batch.targets).value(), gnorm,
                   sched.lr_at(step), 1e3 * sec / (step + 1), double(step + 1) * B * T / sec);
     }
   }
   NoGradGuard no_grad;
-  TokenScore score;
+  Accuracy score;
   double eval_loss = 0;
   const int eval_batches = 8;
   for (int i = 0; i < eval_batches; ++i) {
     LagBatch batch = lag_batch(eval_seed, uint64_t(i), B, T, cfg.vocab, lag);
     Tensor logits = model.forward(batch.inputs);
     eval_loss += cross_entropy(logits, batch.targets).item() / eval_batches;
-    TokenScore s = token_accuracy(logits, batch.targets);
-    score.correct += s.correct;
-    score.scored += s.scored;
+    score.add(token_accuracy(logits, batch.targets));
   }
   std::printf("eval: loss %.6f  token_acc %.4f  (%lld held-out positions)\n", eval_loss,
-              score.accuracy(), (long long)score.scored);
+              score.value(), (long long)score.total);
   std::printf("final: train_loss %a  eval_loss %a  params_fnv1a %016llx\n", loss, eval_loss,
               (unsigned long long)model.parameters_fnv1a());
   return 0;

@@ -1,33 +1,27 @@
 #include "train/model_io.hpp"
 
+#include "models/decode.hpp"
+
 namespace tri::cli {
-
-TaskConfig saved_task(const ConfigMap& config, const std::string& checkpoint) {
-  try {
-    return task_config(config);
-  } catch (const UsageError& e) {
-    throw Error("checkpoint " + checkpoint + ": config: " + e.what());
-  }
-}
-
-ModelConfig saved_model(const ConfigMap& config, const TaskConfig& task, const std::string& checkpoint) {
-  try {
-    return model_config(config, task);
-  } catch (const UsageError& e) {
-    throw Error("checkpoint " + checkpoint + ": config: " + e.what());
-  }
-}
 
 LoadedModel load_model(const std::string& checkpoint) {
   LoadedModel m;
   m.meta = read_checkpoint_meta(checkpoint);
-  m.config = m.meta.config;
-  m.task = saved_task(m.config, checkpoint);
-  m.model_config = saved_model(m.config, m.task, checkpoint);
-  m.model = std::make_unique<LanguageModel>(m.model_config, 0);
+  try {
+    m.config = RunConfig::from_text(m.meta.config);
+  } catch (const Error& e) {
+    throw Error("checkpoint " + checkpoint + ": config: " + e.what());
+  }
+  m.model = std::make_unique<LanguageModel>(m.config.model, 0);
   m.meta = read_checkpoint(checkpoint, *m.model, nullptr);
   m.model->eval();
   return m;
+}
+
+GreedyDecoder greedy_decoder(LanguageModel& m) {
+  return [&m](const std::vector<int32_t>& prompt, int64_t max_new, int32_t stop_token) {
+    return greedy_decode(m, prompt, max_new, stop_token);
+  };
 }
 
 }  // namespace tri::cli

@@ -1,69 +1,95 @@
-// A run's configuration as text: every option under its CLI name ("d-model" -> "64"), the form
-// that is printed, saved as the run's config.ini (readable again by --config) and stored as the
-// checkpoint's /config attributes. Typed views (ModelConfig, TaskConfig, TrainConfig) are parsed
-// from that one map, so train, resume, eval and generate rebuild a model the same way.
+// A training run's configuration, typed: the task, the model, the optimizer, the schedule, the
+// run's own settings and the runtime. It is parsed once (from the command line and config file,
+// or from a checkpoint's /config) into these structs; text is only for saving it (config.ini,
+// the checkpoint's /config attributes, under the CLI names) and for printing it, and JSON for
+// summary.json. Every field's default, range, "0 means" rule and help sit in its struct's
+// visit() (models/config.hpp, data/tasks.hpp and the families' and tasks' own files for theirs).
 #pragma once
 #include <cstdint>
-#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "data/tasks.hpp"
+#include "framework/options.hpp"
 #include "models/config.hpp"
-#include "train/cli.hpp"
 
 namespace tri::cli {
 
-using ConfigMap = std::map<std::string, std::string>;
+using Json = nlohmann::ordered_json;
 
-// Option groups. add_task_options(d, false) declares the task options without defaults, so a
-// command can tell "given" from "not given" (eval overrides a checkpoint's task only where asked).
-void add_model_options(po::options_description& d);
-void add_task_options(po::options_description& d, bool with_defaults = true);
-void add_training_options(po::options_description& d);
-
-// Every option of `d` that has a value in `vm`, as text: integers in decimal, numbers in the
-// shortest form that reads back to the same double, booleans 1 / 0.
-ConfigMap config_text(const po::variables_map& vm, const po::options_description& d);
-// The options of `d` given on the command line or in the config file (not defaulted).
-std::map<std::string, bool> given_options(const po::variables_map& vm, const po::options_description& d);
-
-// Integers in lo..hi, comma-separated ("--lengths 64,128") or, with spaces_too, separated by
-// spaces or commas ("--prompt '3 1 4'"). A bad, out-of-range or empty item, or no item at all,
-// is a UsageError naming the option and the item.
-std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text, int64_t lo,
-                                    int64_t hi, bool spaces_too);
-
-// One integer option of a config, in lo..hi; UsageError naming --key otherwise (or when missing).
-int64_t config_int(const ConfigMap& c, const std::string& key, int64_t lo, int64_t hi);
-
-// Typed views. Each throws UsageError naming the option (--key), the bad value and what is
-// allowed; a missing key is an error too.
-TaskConfig task_config(const ConfigMap& c);                            // validated
-ModelConfig model_config(const ConfigMap& c, const TaskConfig& task);  // vocab from the task; validated
-
-struct TrainConfig {
-  std::string optimizer;  // adamw | sgd
-  double lr, min_lr, beta1, beta2, eps, weight_decay, momentum, clip;
-  std::string schedule;   // cosine | constant
-  int64_t warmup, batch, steps;
-  int64_t eval_every, eval_batches, eval_batch;  // eval_batch: rows per evaluation batch
-  int64_t checkpoint_every, keep, log_every;
-  double early_stop;      // stop once evaluation token accuracy >= this; 0 = never
-  uint64_t seed;
-  std::string progress;   // auto | bar | lines | none
+struct OptimizerConfig : Options {
+  std::string optimizer = "adamw";  // adamw | sgd
+  double lr = 1e-3;                 // the peak learning rate
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.1;        // decoupled (adamw) or L2 (sgd); never on norms, biases, embeddings
+  double momentum = 0;              // sgd
+  double clip = 1;                  // global grad-norm clip; 0 = off
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<OptimizerConfig>(*this); }
 };
-TrainConfig train_config(const ConfigMap& c);
 
-// Replaces "0 = default" values by what they resolve to: seq-len and vocab (the task's),
-// max-seq-len (the task length), dt-rank (ceil(d_model/16)), eval-batch (batch),
-// checkpoint-every (eval-every), threads (the physical cores).
-void resolve(ConfigMap& c);
+struct ScheduleConfig : Options {
+  std::string schedule = "cosine";  // cosine | constant, after a linear warm-up
+  int64_t warmup = 50;
+  double min_lr = 0;                // cosine: the learning rate at the last step
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<ScheduleConfig>(*this); }
+};
 
-// `key = value` lines, sorted, as --config reads them.
-std::string config_file_text(const ConfigMap& c);
+// How long the run trains, how it evaluates, checkpoints and reports, and where.
+struct RunSettings : Options {
+  int64_t batch = 32, steps = 1000;
+  int64_t eval_every = 100, eval_batches = 4;
+  int64_t eval_batch = 0;        // rows per evaluation batch; 0: batch
+  double early_stop = 0;         // stop once evaluation token accuracy >= this; 0 = never
+  int64_t checkpoint_every = 0;  // 0: eval-every
+  int64_t keep = 0;              // also keep the last K checkpoints as step-NNNNNNN.h5
+  int64_t seed = 0;              // of the initialisation and of the data streams
+  int64_t log_every = 10;
+  std::string progress = "auto";  // auto | bar | lines | none
+  std::string out, run_name;      // the run folder and its name; empty: chosen at start
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<RunSettings>(*this); }
+};
 
-// Shortest decimal text that reads back to exactly v.
-std::string exact_number(double v);
+// The options every command takes: threads and the GEMM backend, applied once per process.
+struct RuntimeConfig : Options {
+  int64_t threads = 0;         // for OpenMP, oneDNN and OpenBLAS together; 0: the physical cores
+  std::string gemm = "auto";   // auto (oneDNN) | dnnl | openblas
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<RuntimeConfig>(*this); }
+  void apply() const;          // resolves threads, then sets them and the backend
+};
+
+struct RunConfig : Options {
+  TaskConfig task;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  RunSettings run;
+  RuntimeConfig runtime;
+
+  // The defaults of a model family on a task.
+  static RunConfig of(const std::string& family, const std::string& task);
+  // A saved config (config.ini, a checkpoint's /config): every field of its model and task
+  // must be there (fixed conventions may be missing); keys of other families and tasks are
+  // ignored. Resolved and validated; an Error names --key and the value.
+  static RunConfig from_text(const TextMap& text);
+
+  // task, model, optimizer, schedule, run, runtime: each field after those its rule reads.
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<RunConfig>(*this); }
+  // Replaces every "0 means ..." by its value (seq-len, vocab, max-seq-len, dt-rank, eval-batch,
+  // checkpoint-every, threads) and gives the model the task's vocabulary.
+  void resolve();
+  // Every part, then across them: min-lr <= lr, learned positions covering seq-len.
+  void validate() const;
+};
+
+// `key = value` lines, sorted, as --config reads them (config.ini).
+std::string config_file_text(const TextMap& text);
+
+// Every field as typed JSON (integers, numbers, booleans, strings, lists) under its key.
+Json config_json(const Options& o);
 
 }  // namespace tri::cli

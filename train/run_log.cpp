@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/tensor.hpp"
+#include "framework/options.hpp"
 #include "train/atomic_file.hpp"
 #include "train/run_config.hpp"
 
@@ -19,10 +19,11 @@ namespace {
 
 const char* kCsvHeader = "step,split,loss,acc,seq_acc,grad_norm,lr,ms_per_step,tokens_per_s,elapsed_s\n";
 
-std::string json_field(const char* name, double v) {
-  return std::string(",\"") + name + "\":" + (std::isfinite(v) ? exact_number(v) : "null");
+std::string csv_field(double v) {
+  std::string s = ",";
+  if (std::isfinite(v)) s += exact_number(v);
+  return s;
 }
-std::string csv_field(double v) { return "," + (std::isfinite(v) ? exact_number(v) : std::string()); }
 
 // Keeps the lines of `path` that belong to steps <= last_step (and the CSV header).
 void drop_rows_after(const std::string& path, int64_t last_step) {
@@ -75,11 +76,12 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::append(const MetricsRow& r) {
-  std::string j = "{\"step\":" + std::to_string(r.step) + ",\"split\":\"" + r.split + "\"";
-  j += json_field("loss", r.loss) + json_field("acc", r.acc) + json_field("seq_acc", r.seq_acc) +
-       json_field("grad_norm", r.grad_norm) + json_field("lr", r.lr) +
-       json_field("ms_per_step", r.ms_per_step) + json_field("tokens_per_s", r.tokens_per_s) +
-       json_field("elapsed_s", r.elapsed_s) + "}\n";
+  // NaN fields (those a row does not have) are written as null.
+  const Json row = {{"step", r.step},           {"split", r.split},        {"loss", r.loss},
+                    {"acc", r.acc},             {"seq_acc", r.seq_acc},    {"grad_norm", r.grad_norm},
+                    {"lr", r.lr},               {"ms_per_step", r.ms_per_step}, {"tokens_per_s", r.tokens_per_s},
+                    {"elapsed_s", r.elapsed_s}};
+  const std::string j = row.dump() + "\n";
   std::string c = std::to_string(r.step) + "," + r.split + csv_field(r.loss) + csv_field(r.acc) +
                   csv_field(r.seq_acc) + csv_field(r.grad_norm) + csv_field(r.lr) +
                   csv_field(r.ms_per_step) + csv_field(r.tokens_per_s) + csv_field(r.elapsed_s) + "\n";

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
-#include "data/evaluate.hpp"
 #include "framework/autograd.hpp"
 #include "framework/rng.hpp"
 #include "train/atomic_file.hpp"
+#include "train/run_log.hpp"
 
 namespace tri::cli {
 
@@ -37,20 +38,36 @@ struct StopSignals {
   }
 };
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& tc, const Module& model) {
-  if (tc.optimizer == "sgd") {
+// For tests that signal a run at a known step: with TRILEMMA_WAIT_FOR_SIGNAL_AT=N in the
+// environment, the run says so on stderr after step N and waits there for SIGINT or SIGTERM.
+void wait_for_signal_if_asked(int64_t step) {
+  static const char* at = std::getenv("TRILEMMA_WAIT_FOR_SIGNAL_AT");
+  if (!at || std::strtoll(at, nullptr, 10) != step) return;
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stops, &before);  // no signal slips in between the check and the wait
+  std::fprintf(stderr, "waiting for a signal after step %lld\n", (long long)step);
+  std::fflush(stderr);
+  while (g_stop_signal == 0) sigsuspend(&before);
+  sigprocmask(SIG_SETMASK, &before, nullptr);
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model) {
+  if (c.optimizer == "sgd") {
     SGDOptions o;
-    o.lr = tc.lr;
-    o.momentum = tc.momentum;
-    o.weight_decay = tc.weight_decay;
+    o.lr = c.lr;
+    o.momentum = c.momentum;
+    o.weight_decay = c.weight_decay;
     return std::make_unique<SGD>(model.parameters(), o);
   }
   AdamWOptions o;
-  o.lr = tc.lr;
-  o.beta1 = tc.beta1;
-  o.beta2 = tc.beta2;
-  o.eps = tc.eps;
-  o.weight_decay = tc.weight_decay;
+  o.lr = c.lr;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
+  o.weight_decay = c.weight_decay;
   return std::make_unique<AdamW>(model.parameters(), o);
 }
 
@@ -64,6 +81,12 @@ std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
+}
+
+Json eval_json(const EvalResult& r, int64_t step) {
+  Json j = {{"step", step}, {"token_acc", r.score.token_acc}, {"seq_acc", r.score.seq_acc}, {"loss", r.score.loss}};
+  for (const auto& [name, a] : r.extra) j[name] = a.value();
+  return j;
 }
 
 // Removes the oldest step-NNNNNNN.h5 files beyond the newest `keep`.
@@ -80,16 +103,14 @@ void prune_step_checkpoints(const std::string& dir, int64_t keep) {
 
 }  // namespace
 
-Trainer::Trainer(const ConfigMap& config, const std::string& dir)
-    : config_(config),
-      dir_(dir),
-      task_(task_config(config)),
-      model_config_(model_config(config, task_)),
-      tc_(train_config(config)) {
-  model_ = std::make_unique<LanguageModel>(model_config_, seed_mix(tc_.seed, 0));
-  opt_ = make_optimizer(tc_, *model_);
-  schedule_ = std::make_unique<LrSchedule>(tc_.schedule, tc_.lr, std::min(tc_.warmup, tc_.steps), tc_.steps, tc_.min_lr);
-  train_stream_ = stream_seed(tc_.seed, "train");
+Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(config), dir_(dir) {
+  const uint64_t seed = uint64_t(config_.run.seed);
+  const ScheduleConfig& s = config_.schedule;
+  const int64_t steps = config_.run.steps;
+  model_ = std::make_unique<LanguageModel>(config_.model, seed_mix(seed, 0));
+  opt_ = make_optimizer(config_.optimizer, *model_);
+  schedule_ = std::make_unique<LrSchedule>(s.schedule, config_.optimizer.lr, std::min(s.warmup, steps), steps, s.min_lr);
+  train_stream_ = stream_seed(seed, "train");
 }
 
 void Trainer::resume(const std::string& checkpoint) {
@@ -114,21 +135,22 @@ double Trainer::elapsed() const {
   return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count();
 }
 
-TaskScore Trainer::evaluate() {
+// The task's scores and its extra metrics that need no decoding (copy's gen_acc is eval's).
+EvalResult Trainer::evaluate() {
   NoGradGuard no_grad;
   model_->eval();
-  const LogitsFn logits_of = [&](const IntTensor& ids) { return model_->forward(ids); };
-  TaskScore s = evaluate_task(task_, logits_of, tc_.seed, tc_.eval_batches, tc_.eval_batch);
+  const EvalSettings s{config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+  EvalResult r = evaluate_task(config_.task, [&](const Batch& b) { return model_->forward(b.inputs); }, s);
   model_->train();
-  return s;
+  return r;
 }
 
 CheckpointData Trainer::checkpoint_data() const {
   CheckpointData d;
   d.step = step_;
   d.tokens_seen = tokens_seen_;
-  d.config = config_;
-  d.rng["init"] = {seed_mix(tc_.seed, 0)};
+  write_text(config_, d.config);
+  d.rng["init"] = {seed_mix(uint64_t(config_.run.seed), 0)};
   d.rng["data"] = {train_stream_, uint64_t(step_)};  // the next training batch's index
   d.run = {{"best_eval_acc", best_acc_},
            {"best_step", double(best_step_)},
@@ -137,50 +159,42 @@ CheckpointData Trainer::checkpoint_data() const {
   return d;
 }
 
-void Trainer::save_checkpoint(Progress& progress) {
+void Trainer::save_checkpoint() {
   const std::string last = dir_ + "/last.h5";
   write_checkpoint(last, *model_, *opt_, checkpoint_data());
-  if (tc_.keep > 0) {
+  if (config_.run.keep > 0) {
     char name[32];
     std::snprintf(name, sizeof name, "/step-%07lld.h5", (long long)step_);
     write_atomically(dir_ + name, [&](const std::string& tmp) { fs::copy_file(last, tmp); });
-    prune_step_checkpoints(dir_, tc_.keep);
+    prune_step_checkpoints(dir_, config_.run.keep);
   }
 }
 
 void Trainer::write_summary(const std::string& status) const {
   const double sec = elapsed();
-  std::string s = "{\n";
-  auto field = [&](const std::string& key, const std::string& value) {
-    s += "  " + json_quote(key) + ": " + value + ",\n";
-  };
-  field("status", json_quote(status));
-  field("step", std::to_string(step_));
-  field("steps", std::to_string(tc_.steps));
-  field("tokens_seen", std::to_string(tokens_seen_));
-  field("final_train_loss", json_number(last_loss_));
-  if (last_eval_step_ >= 0)
-    field("final_eval", "{\"step\": " + std::to_string(last_eval_step_) +
-                            ", \"token_acc\": " + json_number(last_eval_.token_acc) +
-                            ", \"seq_acc\": " + json_number(last_eval_.seq_acc) +
-                            ", \"loss\": " + json_number(last_eval_.loss) + "}");
-  field("best_eval_acc", best_step_ >= 0 ? json_number(best_acc_) : "null");
-  field("best_step", best_step_ >= 0 ? std::to_string(best_step_) : "null");
-  field("parameters", std::to_string(model_->num_parameters()));
-  field("state_bytes_per_sequence", std::to_string(model_->state_bytes(task_.length())));
-  field("params_fnv1a", json_quote(hex64(model_->parameters_fnv1a())));
-  field("elapsed_s", json_number(sec));
-  field("tokens_per_s", json_number(sec > 0 ? double(tokens_seen_) / sec : NAN));
-  field("peak_memory_bytes", std::to_string(memory_peak_bytes()));
-  std::string cfg = "{";
-  for (const auto& [k, v] : config_) cfg += (cfg.size() > 1 ? ", " : "") + json_quote(k) + ": " + json_quote(v);
-  s += "  \"config\": " + cfg + "}\n}\n";
-  write_text_atomically(dir_ + "/summary.json", s);
+  Json j;
+  j["status"] = status;
+  j["step"] = step_;
+  j["steps"] = config_.run.steps;
+  j["tokens_seen"] = tokens_seen_;
+  j["final_train_loss"] = last_loss_;  // NaN (no step this invocation) is written as null
+  j["final_eval"] = last_eval_step_ >= 0 ? eval_json(last_eval_, last_eval_step_) : Json();
+  j["best_eval_acc"] = best_step_ >= 0 ? Json(best_acc_) : Json();
+  j["best_step"] = best_step_ >= 0 ? Json(best_step_) : Json();
+  j["parameters"] = model_->num_parameters();
+  j["state_bytes_per_sequence"] = model_->state_bytes(config_.task.length());
+  j["params_fnv1a"] = hex64(model_->parameters_fnv1a());
+  j["elapsed_s"] = sec;
+  j["tokens_per_s"] = sec > 0 ? double(tokens_seen_) / sec : NAN;
+  j["peak_memory_bytes"] = memory_peak_bytes();
+  j["config"] = config_json(config_);
+  write_text_atomically(dir_ + "/summary.json", j.dump(2) + "\n");
 }
 
 int Trainer::run(int64_t stop_at) {
   started_ = Clock::now();
-  if (step_ >= tc_.steps || (early_stopped_ && tc_.early_stop > 0 && best_acc_ >= tc_.early_stop)) {
+  const RunSettings& rs = config_.run;
+  if (step_ >= rs.steps || (early_stopped_ && rs.early_stop > 0 && best_acc_ >= rs.early_stop)) {
     std::printf("the run is already complete at step %lld (%s); nothing to do\n", (long long)step_,
                 early_stopped_ ? "stopped early" : "--steps reached");
     return 0;
@@ -188,28 +202,28 @@ int Trainer::run(int64_t stop_at) {
   early_stopped_ = false;
   StopSignals signals;
   MetricsLog log(dir_, step_ > 0 ? step_ : -1);
-  Progress progress(tc_.progress, step_, tc_.steps);
-  const int64_t B = tc_.batch, T = task_.length();
+  Progress progress(rs.progress, step_, rs.steps);
+  const int64_t B = rs.batch, T = config_.task.length();
   const std::vector<Parameter> params = model_->parameters();
   std::printf("training %s on %s: %lld parameters, steps %lld..%lld, batch %lld x %lld tokens\n",
-              model_config_.family.c_str(), task_.task.c_str(), (long long)model_->num_parameters(),
-              (long long)step_ + 1, (long long)tc_.steps, (long long)B, (long long)T);
+              config_.model.family.c_str(), config_.task.task.c_str(), (long long)model_->num_parameters(),
+              (long long)step_ + 1, (long long)rs.steps, (long long)B, (long long)T);
   std::fflush(stdout);
 
   std::string status = "finished";
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
   double train_acc = NAN;
-  while (step_ < tc_.steps) {
+  while (step_ < rs.steps) {
     if (stop_at > 0 && step_ >= stop_at) {
       status = "paused";
       break;
     }
-    const Batch batch = make_batch(task_, train_stream_, uint64_t(step_), B);
+    const Batch batch = make_batch(config_.task, train_stream_, uint64_t(step_), B);
     const Tensor logits = model_->forward(batch.inputs);
     const Tensor loss = cross_entropy(logits, batch.targets);
     backward(loss);
-    const double grad_norm = clip_grad_norm(params, tc_.clip);
+    const double grad_norm = clip_grad_norm(params, config_.optimizer.clip);
     const double lr = schedule_->lr_at(step_);
     opt_->set_lr(lr);
     opt_->step();
@@ -220,9 +234,9 @@ int Trainer::run(int64_t stop_at) {
     last_loss_ = loss.item();
 
     const double sec = std::chrono::duration<double>(Clock::now() - interval_start).count();
-    const bool log_due = step_ % tc_.log_every == 0 || step_ == tc_.steps;
+    const bool log_due = step_ % rs.log_every == 0 || step_ == rs.steps;
     // The argmax over B*T*V logits only for logged steps; the bar shows the last logged one.
-    if (log_due) train_acc = token_accuracy(logits, batch.targets).accuracy();
+    if (log_due) train_acc = token_accuracy(logits, batch.targets).value();
     MetricsRow row{step_, "train", last_loss_, train_acc, NAN, grad_norm, lr, 1e3 * sec / double(interval_steps),
                    double(interval_steps * B * T) / sec, elapsed()};
     if (log_due) {
@@ -232,42 +246,44 @@ int Trainer::run(int64_t stop_at) {
     }
     progress.step(row, log_due);
 
-    if (step_ % tc_.eval_every == 0 || step_ == tc_.steps) {
+    if (step_ % rs.eval_every == 0 || step_ == rs.steps) {
       last_eval_ = evaluate();
       last_eval_step_ = step_;
-      const bool best = last_eval_.token_acc > best_acc_;
-      if (best) best_acc_ = last_eval_.token_acc, best_step_ = step_;
-      early_stopped_ = tc_.early_stop > 0 && last_eval_.token_acc >= tc_.early_stop;
+      const TaskScore& score = last_eval_.score;
+      const bool best = score.token_acc > best_acc_;
+      if (best) best_acc_ = score.token_acc, best_step_ = step_;
+      early_stopped_ = rs.early_stop > 0 && score.token_acc >= rs.early_stop;
       MetricsRow eval_row;
       eval_row.step = step_;
       eval_row.split = "eval";
-      eval_row.loss = last_eval_.loss;
-      eval_row.acc = last_eval_.token_acc;
-      eval_row.seq_acc = last_eval_.seq_acc;
+      eval_row.loss = score.loss;
+      eval_row.acc = score.token_acc;
+      eval_row.seq_acc = score.seq_acc;
       eval_row.elapsed_s = elapsed();
       log.append(eval_row);
-      progress.message("eval step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", last_eval_.token_acc) +
-                       "  seq_acc " + fmt("%.4f", last_eval_.seq_acc) + "  loss " + fmt("%.4f", last_eval_.loss) +
+      progress.message("eval step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", score.token_acc) +
+                       "  seq_acc " + fmt("%.4f", score.seq_acc) + "  loss " + fmt("%.4f", score.loss) +
                        (best ? "  (best)" : ""));
       if (best) write_checkpoint(dir_ + "/best.h5", *model_, *opt_, checkpoint_data());
       interval_start = Clock::now();  // evaluation time is not training time
       interval_steps = 0;
     }
+    wait_for_signal_if_asked(step_);
     const bool interrupted = g_stop_signal != 0;
     if (early_stopped_) status = "early_stop";
     if (interrupted) status = "interrupted";
-    if (step_ % tc_.checkpoint_every == 0 || step_ == tc_.steps || early_stopped_ || interrupted)
-      save_checkpoint(progress);
+    if (step_ % rs.checkpoint_every == 0 || step_ == rs.steps || early_stopped_ || interrupted)
+      save_checkpoint();
     if (early_stopped_ || interrupted) break;
   }
-  if (status == "paused") save_checkpoint(progress);
+  if (status == "paused") save_checkpoint();
   progress.finish();
   write_summary(status);
 
-  std::printf("%s at step %lld/%lld", status.c_str(), (long long)step_, (long long)tc_.steps);
+  std::printf("%s at step %lld/%lld", status.c_str(), (long long)step_, (long long)rs.steps);
   if (last_eval_step_ >= 0)
-    std::printf(": eval token_acc %.4f seq_acc %.4f loss %.4f", last_eval_.token_acc, last_eval_.seq_acc,
-                last_eval_.loss);
+    std::printf(": eval token_acc %.4f seq_acc %.4f loss %.4f", last_eval_.score.token_acc,
+                last_eval_.score.seq_acc, last_eval_.score.loss);
   if (best_step_ >= 0) std::printf(", best %.4f at step %lld", best_acc_, (long long)best_step_);
   std::printf("\nparams_fnv1a %s\nrun folder %s (last.h5, best.h5, metrics.jsonl, metrics.csv, summary.json)\n",
               hex64(model_->parameters_fnv1a()).c_str(), dir_.c_str());

@@ -2,31 +2,33 @@
 // cosine schedule and gradient clipping, evaluated on the task's held-out stream, with
 // checkpoints, metrics files and a summary in its run folder:
 //   config.ini      the resolved config (readable again with --config)
-//   metrics.jsonl   one JSON object per row: training rows every --log-every steps, evaluation
-//   metrics.csv     rows every --eval-every steps; the same rows as CSV
+//   metrics.jsonl   the metrics rows, one JSON object per line: a training row every
+//   metrics.csv     --log-every steps and an evaluation row every --eval-every steps; the CSV
+//                   file holds the same rows
 //   last.h5         the latest checkpoint (every --checkpoint-every steps, at the end, on
 //                   SIGINT/SIGTERM); best.h5 at the best evaluation; step-NNNNNNN.h5 with --keep
 //   summary.json    the outcome, written when the run stops for any reason
 // Step s trains on batch s of the task's training stream, so a resumed run sees exactly the
 // batches an uninterrupted one would and reaches the same bits.
 #pragma once
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "data/metrics.hpp"
+#include "data/evaluate.hpp"
 #include "framework/optim.hpp"
 #include "models/lm.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_config.hpp"
-#include "train/run_log.hpp"
 
 namespace tri::cli {
 
 class Trainer {
  public:
-  // `config` is resolved (run_config.hpp); `dir` is the run folder and exists.
-  Trainer(const ConfigMap& config, const std::string& dir);
+  // `config` is resolved and validated (RunConfig::resolve, validate); `dir` is the run folder.
+  Trainer(const RunConfig& config, const std::string& dir);
 
   // Continues from a checkpoint of this run: parameters, optimizer state, step, bookkeeping.
   void resume(const std::string& checkpoint);
@@ -39,11 +41,8 @@ class Trainer {
   const LanguageModel& model() const { return *model_; }
 
  private:
-  ConfigMap config_;
+  RunConfig config_;
   std::string dir_;
-  TaskConfig task_;
-  ModelConfig model_config_;
-  TrainConfig tc_;
   std::unique_ptr<LanguageModel> model_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -59,13 +58,13 @@ class Trainer {
   // This invocation.
   std::chrono::steady_clock::time_point started_;
   double last_loss_ = NAN;
-  TaskScore last_eval_;
+  EvalResult last_eval_;
   int64_t last_eval_step_ = -1;
 
   double elapsed() const;
-  TaskScore evaluate();
+  EvalResult evaluate();
   CheckpointData checkpoint_data() const;
-  void save_checkpoint(Progress& progress);
+  void save_checkpoint();
   void write_summary(const std::string& status) const;
 };
 

@@ -8,7 +8,10 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
   LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
                       the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm
 
-Config: a dict with ModelConfig's field names (models/config.hpp); see DEFAULTS.
+Config: a dict with ModelConfig's field names (models/config.hpp) and those of the family's
+options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp): SHARED and
+FAMILY_OPTIONS, merged in DEFAULTS. MIXERS maps each family to its twin, the class its registry
+entry names as parity_model (models/family.hpp).
 Written for clarity, not speed: every formula is the textbook one, computed in float32.
 """
 import math
@@ -19,10 +22,14 @@ import torch.nn.functional as F
 
 from mamba_ref import Mamba
 
-DEFAULTS = dict(family="attention", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
-                tie_embeddings=False, n_heads=4, pos="none", norm="pre", mlp="gelu", bias=False,
-                feature_map="elu", d_state=16, d_conv=4, expand=2, dt_rank=0,
-                ssm_selective=True, a_init="s4d-real")
+SHARED = dict(family="attention", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
+              tie_embeddings=False, pos="none", norm="pre", mlp="gelu")
+FAMILY_OPTIONS = {
+    "attention": dict(n_heads=4, bias=False),
+    "linear": dict(n_heads=4, bias=False, feature_map="elu"),
+    "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
+}
+DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
 LINEAR_ATTENTION_EPS = 1e-6  # framework/linear_attention.hpp's default
 # Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
 # parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
@@ -153,14 +160,18 @@ class Mlp(nn.Module):
         return self.fc2(F.gelu(self.fc1(x)))
 
 
+class MambaMixer(Mamba):
+    def __init__(self, cfg):
+        super().__init__(cfg["d_model"], d_state=cfg["d_state"], d_conv=cfg["d_conv"],
+                         expand=cfg["expand"], dt_rank=cfg["dt_rank"] or None,
+                         selective=cfg["ssm_selective"], a_init=cfg["a_init"])
+
+
+MIXERS = {"attention": MultiHeadAttention, "linear": LinearAttention, "mamba": MambaMixer}
+
+
 def make_mixer(cfg):
-    if cfg["family"] == "attention":
-        return MultiHeadAttention(cfg)
-    if cfg["family"] == "linear":
-        return LinearAttention(cfg)
-    return Mamba(cfg["d_model"], d_state=cfg["d_state"], d_conv=cfg["d_conv"],
-                 expand=cfg["expand"], dt_rank=cfg["dt_rank"] or None,
-                 selective=cfg["ssm_selective"], a_init=cfg["a_init"])
+    return MIXERS[cfg["family"]](cfg)
 
 
 class Block(nn.Module):

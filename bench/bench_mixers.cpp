@@ -11,8 +11,9 @@
 #include "framework/init.hpp"
 #include "framework/ops.hpp"
 #include "framework/runtime.hpp"
-#include "models/block.hpp"
-#include "train/bench.hpp"
+#include "bench/bench.hpp"
+#include "models/family.hpp"
+#include "train/run_config.hpp"
 
 namespace tri::cli {
 
@@ -49,10 +50,9 @@ struct Row {
 };
 
 Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
-  ModelConfig cfg;
-  cfg.family = family;
+  ModelConfig cfg = ModelConfig::of(family);
   cfg.d_model = D;
-  cfg.n_heads = H;
+  if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = H;
   cfg.vocab = 16;
   cfg.max_seq_len = T;
   Rng rng(1);
@@ -87,7 +87,7 @@ Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repea
 }  // namespace
 
 int bench_mixers(const po::variables_map& vm) {
-  const std::vector<int64_t> lens = parse_sizes(vm["seq-lens"].as<std::string>(), "--seq-lens");
+  const std::vector<int64_t> lens = bench_sizes(vm, "seq-lens");
   const int64_t B = vm["batch"].as<int>(), D = vm["d-model"].as<int>(), H = vm["heads"].as<int>();
   const int repeats = vm["repeats"].as<int>();
   const bool json = vm["json"].as<bool>(), naive = vm["naive"].as<bool>();
@@ -107,23 +107,19 @@ int bench_mixers(const po::variables_map& vm) {
       std::fflush(stdout);
     }
   };
-  for (const std::string family : {"attention", "linear", "mamba"})
+  for (const std::string& family : family_names())
     for (int64_t T : lens) show(mixer_row(family, B, T, D, H, repeats));
   for (int64_t T : lens) {
     show(kernel_row(true, B, T, D, H, repeats));
     if (naive) show(kernel_row(false, B, T, D, H, repeats));
   }
   if (json) {
-    std::string s = "{\"benchmark\": \"mixers\", \"batch\": " + std::to_string(B) + ", \"d_model\": " +
-                    std::to_string(D) + ", \"heads\": " + std::to_string(H) + ", \"threads\": " +
-                    std::to_string(num_threads()) + ", \"rows\": [";
-    for (size_t i = 0; i < rows.size(); ++i)
-      s += std::string(i ? ", " : "") + "{\"what\": " + json_quote(rows[i].what) + ", \"T\": " +
-           std::to_string(rows[i].T) + ", \"ms\": " + json_number(rows[i].cost.ms) +
-           ", \"tokens_per_s\": " + json_number(rows[i].tokens_per_s) + ", \"peak_mb\": " +
-           json_number(rows[i].cost.peak_mb) + ", \"params\": " + std::to_string(rows[i].params) +
-           ", \"state_bytes\": " + std::to_string(rows[i].state_bytes) + "}";
-    std::fputs((s + "]}\n").c_str(), stdout);
+    Json j = {{"benchmark", "mixers"}, {"batch", B}, {"d_model", D}, {"heads", H}, {"threads", num_threads()},
+              {"rows", Json::array()}};
+    for (const Row& r : rows)
+      j["rows"].push_back({{"what", r.what}, {"T", r.T}, {"ms", r.cost.ms}, {"tokens_per_s", r.tokens_per_s},
+                           {"peak_mb", r.cost.peak_mb}, {"params", r.params}, {"state_bytes", r.state_bytes}});
+    std::printf("%s\n", j.dump().c_str());
   }
   return 0;
 }

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "data/tasks.hpp"
-#include "train/bench.hpp"
+#include "bench/bench.hpp"
 
 namespace tri::cli {
 
@@ -15,8 +15,7 @@ int bench_data(const po::variables_map& vm) {
               load_average());
   std::printf("%-16s %8s %14s %12s\n", "task", "seq_len", "tokens/s", "us/batch");
   for (const std::string& name : task_names()) {
-    TaskConfig c;
-    c.task = name;
+    const TaskConfig c = TaskConfig::of(name);
     make_batch(c, 1, 0, B);  // warm-up
     int64_t batches = 0;
     const auto t0 = std::chrono::steady_clock::now();

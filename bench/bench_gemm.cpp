@@ -1,0 +1,192 @@
+// trilemma bench gemm: side by side in one process, the framework's tri::matmul on Tensors,
+// raw dnnl_sgemm and raw cblas_sgemm, on square sizes and on the GEMMs of linear layers.
+#include <cblas.h>
+#include <dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "framework/ops.hpp"
+#include "framework/rng.hpp"
+#include "framework/runtime.hpp"
+#include "train/run_config.hpp"
+
+namespace tri::cli {
+
+namespace {
+
+// One GEMM: C[m, n] = op(A) op(B), row-major, op = transpose where ta / tb.
+struct GemmCase {
+  std::string label;
+  int64_t m, n, k;
+  bool ta, tb;
+};
+
+std::vector<GemmCase> gemm_cases(const std::vector<int64_t>& sizes, bool model_shapes) {
+  std::vector<GemmCase> cases;
+  for (int64_t s : sizes) cases.push_back({"square", s, s, s, false, false});
+  if (!model_shapes) return cases;
+  // A linear layer on x [M, in] with W [out, in] (M = B*T rows) runs three GEMMs.
+  const int64_t layers[][3] = {{4096, 128, 128}, {4096, 128, 512}, {4096, 512, 128}};
+  for (const auto& l : layers) {
+    const int64_t M = l[0], in = l[1], out = l[2];
+    std::string name = "linear " + std::to_string(M) + "x" + std::to_string(in) + "->" +
+                       std::to_string(out);
+    cases.push_back({name + " y=xW^T", M, out, in, false, true});
+    cases.push_back({name + " dx=dyW", M, in, out, false, false});
+    cases.push_back({name + " dW=dy^Tx", out, in, M, true, false});
+  }
+  return cases;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double time_calls(const std::function<void()>& call, int iters) {
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) call();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Warms up (first touch, JIT), then finds how many calls fill min_time.
+int calibrate(const std::function<void()>& call, double min_time) {
+  call();
+  int iters = 1;
+  for (;;) {
+    double t = time_calls(call, iters);
+    if (t >= min_time) return iters;
+    double grow = t > 0 ? 1.2 * min_time / t : 100.0;
+    iters = int(std::ceil(iters * std::clamp(grow, 1.5, 100.0)));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Largest |x - ref| relative to the largest |ref|: the three implementations must agree.
+double relative_diff(const float* x, const float* ref, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, double(std::fabs(x[i] - ref[i])));
+    scale = std::max(scale, double(std::fabs(ref[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+struct GemmResult {
+  GemmCase c;
+  double framework, onednn, openblas;  // GFLOP/s, median over the repeats
+};
+
+GemmResult measure(const GemmCase& c, int repeats, double min_time) {
+  Rng rng(1234);
+  auto random_tensor = [&](int64_t rows, int64_t cols) {
+    Tensor t = Tensor::empty({rows, cols});
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = float(2 * rng.uniform() - 1);
+    return t;
+  };
+  Tensor a = c.ta ? random_tensor(c.k, c.m) : random_tensor(c.m, c.k);
+  Tensor b = c.tb ? random_tensor(c.n, c.k) : random_tensor(c.k, c.n);
+  Tensor c_dnnl = Tensor::zeros({c.m, c.n}), c_blas = Tensor::zeros({c.m, c.n}), c_fw;
+  const int64_t lda = a.size(1), ldb = b.size(1);
+
+  std::function<void()> calls[3] = {
+      [&] { c_fw = matmul(a, b, c.ta, c.tb); },
+      [&] {
+        dnnl_sgemm(c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k, 1.f, a.data(), lda,
+                   b.data(), ldb, 0.f, c_dnnl.data(), c.n);
+      },
+      [&] {
+        cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans,
+                    c.tb ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), 1.f,
+                    a.data(), int(lda), b.data(), int(ldb), 0.f, c_blas.data(), int(c.n));
+      }};
+  int iters[3];
+  for (int i = 0; i < 3; ++i) iters[i] = calibrate(calls[i], min_time);
+
+  const int64_t n = c.m * c.n;
+  double diff = std::max(relative_diff(c_fw.data(), c_dnnl.data(), n),
+                         relative_diff(c_blas.data(), c_dnnl.data(), n));
+  if (diff > 1e-4)
+    throw Error("bench gemm: results differ by " + std::to_string(diff) + " (relative) for " +
+                c.label + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                " k=" + std::to_string(c.k));
+
+  // Interleaved, so a slow phase of the machine hits all three alike.
+  const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
+  std::vector<double> gflops[3];
+  for (int r = 0; r < repeats; ++r)
+    for (int i = 0; i < 3; ++i) {
+      // OpenBLAS's worker threads busy-wait for a while after a call; a pause lets them park
+      // so they do not take the cores from the next measurement.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      gflops[i].push_back(flops * iters[i] / time_calls(calls[i], iters[i]) * 1e-9);
+    }
+  return {c, median(gflops[0]), median(gflops[1]), median(gflops[2])};
+}
+
+std::string op_name(const GemmCase& c) { return std::string(c.ta ? "T" : "N") + (c.tb ? "T" : "N"); }
+
+double ratio(const GemmResult& r) { return r.framework / std::max(r.onednn, r.openblas); }
+
+Json gemm_json(const std::vector<GemmResult>& results, int repeats, double min_time, double load) {
+  const RuntimeInfo info = runtime_info();
+  Json j = {{"benchmark", "gemm"},
+            {"threads", info.threads},
+            {"gemm_backend", info.gemm_backend},
+            {"openblas_core", info.openblas_core},
+            {"openblas_core_generic", info.openblas_core_generic},
+            {"repeats", repeats},
+            {"min_time", min_time},
+            {"load_average", load},
+            {"rows", Json::array()}};
+  for (const GemmResult& r : results)
+    j["rows"].push_back({{"case", r.c.label}, {"m", r.c.m}, {"n", r.c.n}, {"k", r.c.k}, {"op", op_name(r.c)},
+                         {"framework", r.framework}, {"onednn", r.onednn}, {"openblas", r.openblas},
+                         {"ratio", ratio(r)}});
+  return j;
+}
+
+}  // namespace
+
+int bench_gemm(const po::variables_map& vm) {
+  const std::vector<int64_t> sizes = bench_sizes(vm, "sizes");
+  const int repeats = vm["repeats"].as<int>();
+  const double min_time = vm["min-time"].as<double>();
+  const bool json = vm["json"].as<bool>();
+
+  const RuntimeInfo info = runtime_info();
+  const double load = load_average();
+  if (!json) {
+    std::printf("GEMM GFLOP/s, median of %d runs of >= %.2f s each, %d threads, load average %.2f\n",
+                repeats, min_time, info.threads, load);
+    std::printf("framework = tri::matmul on Tensors (backend %s), onednn = dnnl_sgemm %s,"
+                " openblas = cblas_sgemm (kernel %s%s)\n",
+                info.gemm_backend.c_str(), info.dnnl_version.c_str(), info.openblas_core.c_str(),
+                info.openblas_core_generic ? ", GENERIC" : "");
+    std::printf("%-30s %5s %5s %5s %3s %10s %9s %9s %8s\n", "case", "m", "n", "k", "op",
+                "framework", "onednn", "openblas", "fw/best");
+  }
+  std::vector<GemmResult> results;
+  for (const GemmCase& c : gemm_cases(sizes, vm["model-shapes"].as<bool>())) {
+    results.push_back(measure(c, repeats, min_time));
+    const GemmResult& r = results.back();
+    if (!json) {
+      std::printf("%-30s %5lld %5lld %5lld %3s %10.1f %9.1f %9.1f %8.2f\n", c.label.c_str(),
+                  (long long)c.m, (long long)c.n, (long long)c.k, op_name(c).c_str(), r.framework,
+                  r.onednn, r.openblas, ratio(r));
+      std::fflush(stdout);
+    }
+  }
+  if (json) std::printf("%s\n", gemm_json(results, repeats, min_time, load).dump().c_str());
+  return 0;
+}
+
+}  // namespace tri::cli

@@ -1,0 +1,245 @@
+// trilemma <command> [options]: the command table, the common options and the dispatcher.
+// Exit codes: 0 success, 1 a runtime error, 2 a bad command line (unknown command or option,
+// malformed or out-of-range value). Every error is one line on stderr.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "train/cli.hpp"
+#include "train/cli_options.hpp"
+
+namespace tri::cli {
+namespace {
+
+// Adding a command: write train/cmd_<name>.cpp, declare its pair in cli.hpp, add one row here.
+const Command kCommands[] = {
+    {"train", "train a model on a task into a run folder (checkpoints, metrics, summary); --resume DIR",
+     train_options, run_train, true},
+    {"eval", "evaluate a checkpoint on its task, at one or several lengths (--lengths); --json, --dump",
+     eval_options, run_eval},
+    {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",
+     generate_options, run_generate},
+    {"demo", "the default training run: a small ConvLM learns the lag task", demo_options, run_demo},
+    {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
+     inspect_options, run_inspect},
+    {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
+    {"bench", "run a benchmark (gemm, mixers, data)", bench_options, run_bench},
+    {"data", "show rows of a synthetic task", data_options, run_data},
+};
+
+std::string command_names() {
+  std::string s;
+  for (const Command& c : kCommands) s += std::string(c.name) + ", ";
+  return s + "help";
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+void print_commands(FILE* out) {
+  std::fprintf(out, "usage: trilemma <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "  %-10s %s\n", "help", "list the commands, or `help <command>` for its options");
+  std::fprintf(out,
+               "\n`trilemma <command> --help` lists a command's options with their defaults.\n"
+               "Every command takes --config FILE (key = value lines; the command line wins),\n"
+               "--threads N and --gemm auto|dnnl|openblas.\n");
+}
+
+po::options_description command_line_only_options() {
+  po::options_description d(100);
+  d.add_options()
+      ("config", po::value<std::string>()->value_name("FILE"),
+       "read options from an INI-style file of `key = value` lines; the command line overrides it")
+      ("help", "list this command's options and exit");
+  return d;
+}
+
+// Positional words the command does not take land here, so the error can name them.
+const char* const kExtraArgs = "extra-arguments";
+
+std::string usage_line(const Command& cmd, const CommandOptions& co) {
+  std::string s = std::string("usage: trilemma ") + cmd.name + " [options]";
+  const unsigned n = co.positional.max_total_count();
+  for (unsigned i = 0; i < n; ++i) {
+    const std::string& name = co.positional.name_for_position(i);
+    if (name == kExtraArgs) break;
+    if (n == std::numeric_limits<unsigned>::max() && name == co.positional.name_for_position(n - 1)) {
+      s += " <" + name + ">...";  // the trailing, repeated argument
+      break;
+    }
+    s += " <" + name + ">";
+  }
+  return s;
+}
+
+void print_command_help(const Command& cmd) {
+  CommandOptions co;
+  cmd.add_options(co);
+  std::printf("%s\n%s\n\n", usage_line(cmd, co).c_str(), cmd.summary);
+  if (!co.named.options().empty()) std::cout << cmd.name << " options:\n" << co.named << "\n";
+  std::cout << runtime_options() << command_line_only_options();
+}
+
+const po::option_description* find_option(const po::options_description& d,
+                                          const std::string& option) {
+  return d.find_nothrow(option.rfind("--", 0) == 0 ? option.substr(2) : option, false);
+}
+
+std::string description_of(const po::options_description& d, const std::string& option) {
+  const po::option_description* od = find_option(d, option);
+  return od ? od->description() : "";
+}
+
+// "an integer", "a number", ...: what a typed option accepts, for error messages.
+std::string expected_value(const po::options_description& d, const std::string& option) {
+  const po::option_description* od = find_option(d, option);
+  if (!od) return "";
+  const po::value_semantic* s = od->semantic().get();
+  if (dynamic_cast<const po::typed_value<int>*>(s) || dynamic_cast<const po::typed_value<int64_t>*>(s))
+    return " (expected an integer)";
+  if (dynamic_cast<const po::typed_value<double>*>(s) || dynamic_cast<const po::typed_value<float>*>(s))
+    return " (expected a number)";
+  return "";
+}
+
+// Rewords Boost's parse errors as one line that names the bad token and what is allowed.
+[[noreturn]] void rethrow_parse_error(const po::error& e, const std::string& where,
+                                      const po::options_description& d, const Command& cmd) {
+  std::string msg = e.what();
+  if (auto* u = dynamic_cast<const po::unknown_option*>(&e))
+    msg = "unknown option '" + u->get_option_name() + "' (allowed: see `trilemma " + cmd.name +
+          " --help`)";
+  else if (auto* r = dynamic_cast<const po::required_option*>(&e))
+    msg = "missing " + r->get_option_name() + " (" + description_of(d, r->get_option_name()) + ")";
+  else if (dynamic_cast<const po::invalid_bool_value*>(&e))
+    ;  // Boost's message already lists the accepted words
+  else if (auto* v = dynamic_cast<const po::validation_error*>(&e))
+    msg += expected_value(d, v->get_option_name());
+  throw UsageError(where + msg);
+}
+
+// --threads and --gemm, parsed into their struct and applied.
+void apply_runtime_options(const po::variables_map& vm) {
+  RuntimeConfig runtime;
+  read_given(vm, runtime);
+  try {
+    runtime.apply();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+int run_command(const Command& cmd, const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      print_command_help(cmd);
+      return 0;
+    }
+  CommandOptions co;
+  cmd.add_options(co);
+  if (co.positional.max_total_count() != std::numeric_limits<unsigned>::max())
+    co.positional.add(kExtraArgs, -1);
+
+  po::options_description file_opts(100), cli_opts(100);
+  file_opts.add(co.named).add(runtime_options());
+  cli_opts.add(file_opts).add(command_line_only_options());
+  cli_opts.add_options()(kExtraArgs, po::value<std::vector<std::string>>());
+
+  // Long options only ("--name value" or "--name=value"): "-1" is then a value, not an option,
+  // and no abbreviation can become ambiguous when a command gains an option.
+  const int style = po::command_line_style::allow_long | po::command_line_style::long_allow_adjacent |
+                    po::command_line_style::long_allow_next;
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(cli_opts).positional(co.positional)
+                  .style(style).run(), vm);
+  } catch (const po::error& e) {
+    rethrow_parse_error(e, "", cli_opts, cmd);
+  }
+  // Values stored first win: the command line overrides the config file.
+  if (vm.count("config")) {
+    const std::string path = vm["config"].as<std::string>();
+    std::ifstream f(path);
+    if (!f || std::filesystem::is_directory(path))
+      throw UsageError("--config '" + path + "' cannot be read (" +
+                       (f ? "it is a directory" : std::strerror(errno)) + ")");
+    try {
+      po::store(po::parse_config_file(f, file_opts), vm);
+    } catch (const po::error& e) {
+      rethrow_parse_error(e, "config file '" + path + "': ", file_opts, cmd);
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_parse_error(e, "", cli_opts, cmd);
+  }
+  if (vm.count(kExtraArgs)) {
+    std::string first = vm[kExtraArgs].as<std::vector<std::string>>()[0];
+    throw UsageError("unexpected argument '" + first + "' (" + usage_line(cmd, co) + ")");
+  }
+  if (!cmd.applies_runtime) apply_runtime_options(vm);
+  return cmd.run(vm);
+}
+
+int dispatch(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" ||
+      (args[0] == "help" && (args.size() == 1 || args[1] == "help"))) {
+    print_commands(stdout);
+    return 0;
+  }
+  const bool help = args[0] == "help";
+  const std::string& name = help ? args[1] : args[0];
+  const Command* cmd = find_command(name);
+  if (!cmd) {
+    if (name.rfind("-", 0) == 0)
+      throw UsageError("expected a command before '" + name + "' (commands: " + command_names() + ")");
+    throw UsageError("unknown command '" + name + "' (commands: " + command_names() + ")");
+  }
+  if (help) {
+    print_command_help(*cmd);
+    return 0;
+  }
+  return run_command(*cmd, {args.begin() + 1, args.end()});
+}
+
+int fail(const char* what, int code) {
+  std::string line = what;
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  std::fflush(stdout);
+  std::fprintf(stderr, "trilemma: %s\n", line.c_str());
+  return code;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args) {
+  try {
+    return dispatch(args);
+  } catch (const UsageError& e) {
+    return fail(e.what(), 2);
+  } catch (const po::error& e) {
+    return fail(e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  } catch (...) {
+    return fail("unknown error", 1);
+  }
+}
+
+void check_seed(int64_t seed) {
+  if (seed < 0) throw UsageError("--seed " + std::to_string(seed) + " is negative (allowed: >= 0)");
+}
+
+}  // namespace tri::cli
