@@ -24,6 +24,7 @@
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/state_io.hpp"
+#include "models/family.hpp"
 #include "models/lm.hpp"
 #include "models/linear_attention.hpp"
 #include "models/mamba.hpp"
@@ -232,6 +233,17 @@ TEST_CASE("decoding errors name the problem") {
   for (int i = 0; i < 4; ++i) model.step(random_ids(2, 1, cfg.vocab, i), st);
   CHECK(error_of([&] { model.step(random_ids(2, 1, cfg.vocab, 1), st); }).find("position 4") !=
         std::string::npos);
+  // A mixer given another mixer's decoding state says so, naming itself.
+  const std::pair<const char*, const char*> pairs[] = {
+      {"attention", "linear"}, {"linear", "mamba"}, {"mamba", "attention"}};
+  for (auto [own, other] : pairs) {
+    Rng rng(1);
+    std::unique_ptr<Mixer> mixer = make_mixer(small(own), rng), stranger = make_mixer(small(other), rng);
+    std::unique_ptr<MixerState> state = stranger->new_state(1);
+    const std::string e = error_of([&] { mixer->step(Tensor::zeros(Shape{1, 1, 16}), *state); });
+    CHECK(e.find("step was given another mixer's decode state") != std::string::npos);
+    CHECK(e.find(own == std::string("linear") ? "linear attention" : own) == 0);
+  }
 }
 
 namespace {

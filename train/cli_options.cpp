@@ -127,8 +127,10 @@ po::options_description declared(const char* caption, const std::vector<Options*
 
 }  // namespace
 
+// The shared fields take their defaults from the default config (ModelConfig(), TaskConfig()),
+// whatever family or task is registered first.
 po::options_description model_options() {
-  std::vector<ModelConfig> models;
+  std::vector<ModelConfig> models = {ModelConfig()};
   for (const std::string& f : family_names()) models.push_back(ModelConfig::of(f));
   std::vector<Options*> parts;
   for (ModelConfig& m : models) parts.push_back(&m);
@@ -136,7 +138,7 @@ po::options_description model_options() {
 }
 
 po::options_description task_options(bool with_defaults) {
-  std::vector<TaskConfig> configs;
+  std::vector<TaskConfig> configs = {TaskConfig()};
   for (const std::string& t : task_names()) configs.push_back(TaskConfig::of(t));
   std::vector<Options*> parts;
   for (TaskConfig& c : configs) parts.push_back(&c);
