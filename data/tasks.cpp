@@ -1,8 +1,9 @@
 // The task registry, the fields every task shares, and batches drawn row by row.
 #include "data/tasks.hpp"
 
-#include <deque>
 #include <typeinfo>
+
+#include "framework/registry.hpp"
 
 namespace tri {
 
@@ -15,47 +16,21 @@ TaskSpec needle_task();          // data/task_needle.cpp
 
 namespace {
 
-std::deque<TaskSpec>& registry() {  // a deque: entries never move, so references stay valid
-  static std::deque<TaskSpec> r = {copy_task(), selective_copy_task(), mqar_task(), induction_task(),
-                                   needle_task()};
+Registry<TaskSpec>& registry() {
+  static Registry<TaskSpec> r("--task", {copy_task(), selective_copy_task(), mqar_task(), induction_task(), needle_task()});
   return r;
-}
-
-std::string task_help() {
-  std::string s = "the task:";
-  for (const TaskSpec* t : tasks()) s += " " + t->name + " (" + t->summary + "),";
-  s.pop_back();
-  return s;
 }
 
 }  // namespace
 
 void register_task(TaskSpec spec) {
-  for (const TaskSpec& t : registry())
-    if (t.name == spec.name) throw Error("register_task: task '" + spec.name + "' exists already");
   if (!spec.options) throw Error("register_task: task '" + spec.name + "' needs options");
-  registry().push_back(std::move(spec));
+  registry().add(std::move(spec));
 }
 
-const TaskSpec& task_spec(const std::string& name) {
-  for (const TaskSpec& t : registry())
-    if (t.name == name) return t;
-  std::string names;
-  for (const std::string& n : task_names()) names += (names.empty() ? "" : ", ") + n;
-  throw Error("--task '" + name + "' unknown (allowed: " + names + ")");
-}
-
-std::vector<std::string> task_names() {
-  std::vector<std::string> names;
-  for (const TaskSpec& t : registry()) names.push_back(t.name);
-  return names;
-}
-
-std::vector<const TaskSpec*> tasks() {
-  std::vector<const TaskSpec*> out;
-  for (const TaskSpec& t : registry()) out.push_back(&t);
-  return out;
-}
+const TaskSpec& task_spec(const std::string& name) { return registry().find(name); }
+std::vector<std::string> task_names() { return registry().names(); }
+std::vector<const TaskSpec*> tasks() { return registry().all(); }
 
 Accuracy& extra_score(ExtraScores& scores, const std::string& name) {
   for (auto& [n, a] : scores)
@@ -87,7 +62,7 @@ int64_t TaskConfig::vocab_size() const {
 }
 
 void TaskConfig::visit(FieldVisitor& v) {
-  v.choice("task", task, task_names(), task_help());
+  v.choice("task", task, task_names(), registry().help("the task:"));
   v.integer("seq-len", seq_len, {1, int64_t(1) << 24}, "row length",
             zero_means("the task's default (copy 2*max-len+3, mqar 128, others 256)",
                        [this](const FieldLookup&) { return length(); }));

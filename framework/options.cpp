@@ -110,13 +110,14 @@ std::string number_text(double v) {
   return buf;
 }
 
-std::string joined(const std::vector<std::string>& items, const char* separator) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : separator) + i;
-  return s;
-}
 
 }  // namespace
+
+std::string joined(const std::vector<std::string>& items, const std::string& separator) {
+  std::string s;
+  for (const std::string& i : items) s.append(s.empty() ? "" : separator).append(i);
+  return s;
+}
 
 std::vector<int64_t> parse_int_list(const std::string& key, const std::string& text, IntRange r,
                                     bool spaces_too) {
@@ -142,10 +143,10 @@ std::vector<int64_t> parse_int_list(const std::string& key, const std::string& t
   return out;
 }
 
-std::string int_list_text(const std::vector<int64_t>& v) {
+std::string int_list_text(const std::vector<int64_t>& v, char separator) {
   std::string s;
   for (int64_t x : v) {
-    if (!s.empty()) s += ',';
+    if (!s.empty()) s += separator;
     s += std::to_string(x);
   }
   return s;

@@ -158,6 +158,8 @@ std::optional<bool> parse_bool(const std::string& s);
 // A malformed, out-of-range or empty item, or no item at all, throws an Error naming --key.
 std::vector<int64_t> parse_int_list(const std::string& key, const std::string& text, IntRange r,
                                     bool spaces_too = false);
-std::string int_list_text(const std::vector<int64_t>& v);
+std::string int_list_text(const std::vector<int64_t>& v, char separator = ',');
+// "a, b, c" (or with another separator).
+std::string joined(const std::vector<std::string>& items, const std::string& separator = ", ");
 
 }  // namespace tri

@@ -18,19 +18,6 @@ std::vector<std::string> all_positions() {
   return out;
 }
 
-std::string family_help() {
-  std::string s = "sequence mixer:";
-  for (const FamilySpec* f : families()) s += " " + f->name + " (" + f->summary + "),";
-  s.pop_back();
-  return s;
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
-
 }  // namespace
 
 ModelConfig::ModelConfig() : mixer(family_spec(family).options()) {}
@@ -45,7 +32,7 @@ ModelConfig ModelConfig::of(const std::string& name) {
 const FamilySpec& ModelConfig::spec() const { return family_spec(family); }
 
 void ModelConfig::visit(FieldVisitor& v) {
-  v.choice("model", family, family_names(), family_help());
+  v.choice("model", family, family_names(), families_help("sequence mixer:"));
   v.integer("d-model", d_model, {1, 1 << 16}, "model width");
   v.integer("n-layers", n_layers, {1, 1024}, "blocks");
   v.choice("pos", pos, all_positions(),

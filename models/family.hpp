@@ -39,6 +39,8 @@ void register_family(FamilySpec spec);
 const FamilySpec& family_spec(const std::string& name);
 std::vector<std::string> family_names();
 std::vector<const FamilySpec*> families();
+// "<lead> attention (its summary), linear (...), ...", for --help.
+std::string families_help(const std::string& lead);
 
 // The mixer cfg.family names, built from cfg.checked().
 std::unique_ptr<Mixer> make_mixer(const ModelConfig& cfg, Rng& rng);

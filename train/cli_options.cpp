@@ -26,12 +26,6 @@ std::vector<std::string> owners_of(const std::string& key) {
   return owners;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
-
 // Adds each field once (by key) to a Boost description, typed, with its default when asked.
 class Declarer : public FieldVisitor {
  public:
@@ -70,7 +64,9 @@ class Declarer : public FieldVisitor {
       return;
     }
     const std::vector<std::string> owners = owners_of(f.key);
-    const std::string help = (owners.empty() ? "" : "[" + joined(owners) + "] ") + f.help + suffix;
+    std::string help;
+    if (!owners.empty()) help.append("[").append(joined(owners)).append("] ");
+    help.append(f.help).append(suffix);
     d_.add(boost::make_shared<po::option_description>(f.key.c_str(), s, help.c_str()));
   }
 };

@@ -15,12 +15,7 @@ namespace tri::cli {
 namespace {
 
 std::string tokens_text(const std::vector<int32_t>& tokens) {
-  std::string s;
-  for (int32_t t : tokens) {
-    if (!s.empty()) s += ' ';
-    s += std::to_string(t);
-  }
-  return s;
+  return int_list_text(std::vector<int64_t>(tokens.begin(), tokens.end()), ' ');
 }
 
 // Positions a decoding consumes must exist in the learned positions' table.
