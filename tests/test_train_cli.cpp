@@ -240,6 +240,8 @@ TEST_CASE("train: metrics lines name their step") {
   CHECK(tri::cli::metrics_line_step("{\"step\":42,\"split\":\"train\"}") == 42);
   CHECK(tri::cli::metrics_line_step("42,train,1.5") == 42);
   CHECK(tri::cli::metrics_line_step("step,split,loss") == -1);
+  CHECK(tri::cli::metrics_line_step("{\"step\":42,\"spl") == -1);  // torn by a crash
+  CHECK(tri::cli::metrics_line_step("42") == -1);
 }
 
 TEST_CASE("train: bad input is one line, the right exit code, and no files") {

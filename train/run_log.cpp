@@ -25,15 +25,16 @@ std::string csv_field(double v) {
   return s;
 }
 
-// Keeps the lines of `path` that belong to steps <= last_step (and the CSV header).
+// Keeps the CSV header and the rows of steps <= last_step; later rows and torn ones go.
 void drop_rows_after(const std::string& path, int64_t last_step) {
   std::ifstream in(path);
   if (!in) return;
   std::string line, kept;
   bool dropped = false;
+  const std::string header(kCsvHeader, std::strlen(kCsvHeader) - 1);
   while (std::getline(in, line)) {
     const int64_t step = metrics_line_step(line);
-    if (step > last_step) {
+    if (line != header && (step < 0 || step > last_step)) {  // later rows, or a torn one
       dropped = true;
       continue;
     }
@@ -51,11 +52,14 @@ FILE* open_append(const std::string& path) {
 }  // namespace
 
 int64_t metrics_line_step(const std::string& line) {
-  const char* s = line.c_str();
-  if (line.rfind("{\"step\":", 0) == 0) s += 8;
+  if (!line.empty() && line[0] == '{') {  // a metrics.jsonl row
+    const Json row = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    return row.is_object() && row.contains("step") && row["step"].is_number_integer() ? row["step"].get<int64_t>() : -1;
+  }
+  const char* s = line.c_str();  // a metrics.csv row: the step is the first field
   char* end = nullptr;
   const long long v = std::strtoll(s, &end, 10);
-  return end != s && (*end == ',' || *end == '}') ? v : -1;
+  return end != s && *end == ',' ? v : -1;
 }
 
 MetricsLog::MetricsLog(const std::string& dir, int64_t resume_step) {
