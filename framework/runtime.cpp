@@ -23,6 +23,9 @@ void openblas_set_num_threads(int);
 #ifndef TRILEMMA_VERSION
 #define TRILEMMA_VERSION "0.0.0"
 #endif
+#ifndef TRILEMMA_BUILD
+#define TRILEMMA_BUILD "unknown"
+#endif
 
 namespace tri {
 
@@ -160,6 +163,7 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 RuntimeInfo runtime_info() {
   RuntimeInfo r;
   r.version = TRILEMMA_VERSION;
+  r.build = TRILEMMA_BUILD;
   r.gemm_backend = g_backend == GemmBackend::dnnl ? "dnnl" : "openblas";
   r.openblas_version = openblas_get_config();
   r.openblas_core = openblas_get_corename();
@@ -189,7 +193,7 @@ std::string runtime_warning() {
 std::string runtime_banner() {
   RuntimeInfo r = runtime_info();
   std::ostringstream s;
-  s << "trilemma " << r.version << "\n"
+  s << "trilemma " << r.version << " (" << r.build << " build)\n"
     << "gemm backend: " << r.gemm_backend << "\n"
     << "openblas: " << r.openblas_version << " kernel=" << r.openblas_core
     << (r.openblas_core_generic ? " (GENERIC, slow)" : "") << " threads=" << r.openblas_threads
@@ -209,7 +213,7 @@ std::string runtime_banner() {
 
 std::string runtime_summary() {
   RuntimeInfo r = runtime_info();
-  std::string s = "trilemma " + r.version + ": GEMM " +
+  std::string s = "trilemma " + r.version + (r.build == "Release" ? "" : " (" + r.build + " build)") + ": GEMM " +
                   (r.gemm_backend == "dnnl" ? "oneDNN " + r.dnnl_version + " (" + r.dnnl_isa + ")"
                                             : "OpenBLAS (" + r.openblas_core + " kernel)") +
                   ", " + std::to_string(r.threads) + " thread" + (r.threads == 1 ? "" : "s") + " of " +

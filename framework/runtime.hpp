@@ -10,6 +10,7 @@ enum class GemmBackend { dnnl, openblas };
 
 struct RuntimeInfo {
   std::string version;            // trilemma's
+  std::string build;              // the build type: Release, Debug, "Debug sanitized", ...
   std::string gemm_backend;       // "dnnl" or "openblas"
   std::string openblas_version;   // openblas_get_config()
   std::string openblas_core;      // openblas_get_corename(), e.g. "Haswell"

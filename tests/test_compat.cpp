@@ -5,7 +5,8 @@
 //  - the old checkpoint evaluates to the old evaluation and generates the old tokens;
 //  - the old config.ini, read with --config, repeats the run.
 // Bit for bit where the fixture was made: on a machine of the same kind (the CPU's vector
-// features and oneDNN's ISA, tests/data/compat/machine.txt), float kernels give the same bits,
+// features, oneDNN's ISA and the build type, tests/data/compat/machine.txt), float kernels
+// give the same bits,
 // and the check is identity. Elsewhere the first ten steps' last bits were another machine's,
 // so the check is a tolerance: the final parameters' RMS distance from the old run's, relative
 // to how far those ten steps moved them, must be below 1e-3. A lost or misread optimizer state,
@@ -41,7 +42,7 @@ std::string metrics(const fs::path& dir) {
 
 bool same_machine_kind() {
   const std::string here = capture("'" TRILEMMA_BINARY "' info --json | /usr/bin/python3 -c 'import json, sys\n"
-                                   "d = json.load(sys.stdin)\nprint(d[\"cpu_features\"] + \" | \" + d[\"onednn_isa\"])'");
+                                   "d = json.load(sys.stdin)\nprint(\" | \".join(d[k] for k in (\"cpu_features\", \"onednn_isa\", \"build\")))'");
   return here + "\n" == read_text(kFixtures / "machine.txt");
 }
 

@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/init.hpp"
 #include "framework/ops.hpp"
 #include "models/mamba.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 
 namespace {
 
@@ -43,12 +45,6 @@ ModelConfig mamba_cfg(const Mode& mode, int64_t d_model = 32) {
 void nudge(Module& m, Rng& rng, float scale) {
   for (Parameter& p : m.parameters())
     for (int64_t i = 0; i < p.tensor.numel(); ++i) p.tensor.data()[i] += scale * float(rng.normal());
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (float v : t.tolist()) m = std::max(m, double(std::fabs(v)));
-  return m;
 }
 
 float softplus_f(float v) { return v > 20.f ? v : std::log1p(std::exp(v)); }

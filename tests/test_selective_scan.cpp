@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/compare.hpp"
 #include "framework/autograd.hpp"
 #include "framework/ops.hpp"
 #include "framework/selective_scan.hpp"
@@ -18,6 +19,7 @@
 #include "gradcheck.hpp"
 
 using namespace tri;
+using namespace trilemma_test;
 using gradcheck::param;
 
 namespace {
@@ -87,17 +89,6 @@ Result forward_backward(const std::function<Tensor()>& f, const std::vector<Tens
   return r;
 }
 
-// max |a - b| / max |b|: relative to the reference's scale.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(double(a[i]) - b[i]));
-    den = std::max(den, std::fabs(double(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
 const char* kInputNames[] = {"u", "delta", "A", "B", "C", "D", "z", "delta_bias"};
 
 void check_fused_against_naive(const ScanCase& c, double tol) {
@@ -105,11 +96,11 @@ void check_fused_against_naive(const ScanCase& c, double tol) {
   const ScanInputs in = make_inputs(c, 42);
   const Result fused = forward_backward([&] { return run_scan(true, in, c.softplus); }, in.list(), 7);
   const Result naive = forward_backward([&] { return run_scan(false, in, c.softplus); }, in.list(), 7);
-  CHECK(rel_err(fused.out, naive.out) < tol);
+  CHECK(max_rel_err(fused.out, naive.out) < tol);
   for (size_t k = 0; k < naive.grads.size(); ++k) {
     if (naive.grads[k].empty()) continue;
     CAPTURE(kInputNames[k]);
-    const double err = rel_err(fused.grads[k], naive.grads[k]);
+    const double err = max_rel_err(fused.grads[k], naive.grads[k]);
     CHECK(err < tol);
   }
 }
@@ -172,7 +163,7 @@ TEST_CASE("stepping the selective scan token by token equals the parallel scan")
       ys.push_back(selective_scan_step(at(in.u), at(in.delta), in.A, sel ? at(in.Bm) : in.Bm,
                                        sel ? at(in.Cm) : in.Cm, in.D, at(in.z), in.bias, c.softplus, h));
     }
-    CHECK(rel_err(concat(ys, 1).tolist(), full.tolist()) < 1e-5);
+    CHECK(max_rel_err(concat(ys, 1).tolist(), full.tolist()) < 1e-5);
   }
 }
 
@@ -341,7 +332,7 @@ TEST_CASE("dense_lti_scan matches a double-precision recurrence") {
         want[size_t((b * d.T + t) * d.E + e)] = float(out);
       }
     }
-  CHECK(rel_err(y.tolist(), want) < 1e-5);
+  CHECK(max_rel_err(y.tolist(), want) < 1e-5);
 }
 
 TEST_CASE("dense_lti_scan passes finite differences") {
@@ -360,5 +351,5 @@ TEST_CASE("stepping dense_lti_scan token by token equals the scan") {
   Tensor h = Tensor::zeros(Shape{d.B, d.E, d.N});
   std::vector<Tensor> ys;
   for (int64_t t = 0; t < d.T; ++t) ys.push_back(dense_lti_step(slice(d.u, 1, t, t + 1), d.Ad, d.Bbar, d.C, h));
-  CHECK(rel_err(concat(ys, 1).tolist(), full.tolist()) < 1e-6);
+  CHECK(max_rel_err(concat(ys, 1).tolist(), full.tolist()) < 1e-6);
 }

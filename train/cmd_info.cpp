@@ -18,6 +18,7 @@ Json info_json() {
   const RuntimeInfo r = runtime_info();
   const std::string warning = runtime_warning();
   return {{"version", r.version},
+          {"build", r.build},
           {"gemm_backend", r.gemm_backend},
           {"openblas_config", r.openblas_version},
           {"openblas_core", r.openblas_core},

@@ -12,6 +12,8 @@ form of GPT-NeoX / LLaMA.
   "rope_attention"  q and k rotated (q at offset Tk - Tq, k at 0), then causal attention;
                q, k, v, gout, out, gq, gk, gv
 Layouts: q [B, Tq, H, Dh], k and v [B, Tk, H, Dh]. Gradients are d(sum(out * gout)) / d input.
+Every case also has out64 and g<input>64: the same computed in float64 from the same inputs
+(with the same float32 ALiBi slopes and RoPE tables), the exact result to float32 precision.
 
 Usage: /usr/bin/python3 tests/torch/gen_attention.py <outdir>
 """
@@ -72,15 +74,19 @@ def write_case(f, name, op, inputs, fn, attrs):
     g.attrs["op"] = op
     for key, value in attrs.items():
         g.attrs[key] = value
-    leaves = {key: x.detach().clone().requires_grad_() for key, x in inputs.items()}
-    out = fn(**leaves)
-    gout = torch.randn(out.shape)
-    out.backward(gout)
-    for key, x in leaves.items():
-        g.create_dataset(key, data=x.detach().numpy())
-        g.create_dataset("g" + key, data=x.grad.numpy())
-    g.create_dataset("out", data=out.detach().numpy())
-    g.create_dataset("gout", data=gout.numpy())
+    gout = None
+    for suffix, dtype in (("", torch.float32), ("64", torch.float64)):
+        leaves = {key: x.detach().to(dtype).requires_grad_() for key, x in inputs.items()}
+        out = fn(**leaves)
+        if gout is None:
+            gout = torch.randn(out.shape)
+            g.create_dataset("gout", data=gout.numpy())
+        out.backward(gout.to(dtype))
+        for key, x in leaves.items():
+            if not suffix:
+                g.create_dataset(key, data=x.detach().numpy())
+            g.create_dataset("g" + key + suffix, data=x.grad.numpy())
+        g.create_dataset("out" + suffix, data=out.detach().numpy())
 
 
 def main():

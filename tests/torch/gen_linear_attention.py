@@ -11,7 +11,10 @@ One group per case, /<case>:
   out, g_<input>             torch's quadratic form: the [B, H, T, T] kernel matrix, masked
   out_cumsum, g_<input>_cumsum   the same by prefix sums of the [B, T, H, Dk, Dv] outer products,
                              an independent second computation
-Gradients are d(sum(out * gout)) / d input from torch autograd. Everything is float32.
+  out64, g_<input>64         the quadratic form in float64 from the same inputs: the exact
+                             result to float32 precision, against which each torch form's own
+                             float32 error is known
+Gradients are d(sum(out * gout)) / d input from torch autograd. Inputs are float32.
 
 Usage: /usr/bin/python3 tests/torch/gen_linear_attention.py <outdir>
 """
@@ -61,11 +64,12 @@ def write_case(f, name, B, T, H, Dk, Dv, separate_den, eps, scale=1.0):
     for key, x in inputs.items():
         g.create_dataset(key, data=x.numpy())
     outs = {}
-    for suffix, form in (("", quadratic), ("_cumsum", cumsum)):
-        leaves = {key: x.clone().requires_grad_() for key, x in inputs.items()}
+    for suffix, form, dtype in (("", quadratic, torch.float32), ("_cumsum", cumsum, torch.float32),
+                                ("64", quadratic, torch.float64)):
+        leaves = {key: x.to(dtype, copy=True).requires_grad_() for key, x in inputs.items()}
         q, k, v = leaves["q"], leaves["k"], leaves["v"]
         out = form(q, k, v, leaves.get("q_den", q), leaves.get("k_den", k), eps)
-        out.backward(gout)
+        out.backward(gout.to(dtype))
         g.create_dataset("out" + suffix, data=out.detach().numpy())
         for key, x in leaves.items():
             g.create_dataset(f"g_{key}{suffix}", data=x.grad.numpy())

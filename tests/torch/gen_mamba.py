@@ -9,9 +9,14 @@ One group per mode (selective, lti_s4d_real, hippo_legs, s4d_lin), built by mamb
   x [2, 24, 32], gout     input and a random upstream gradient
   out                     forward output
   grad_x, grads/<name>    d sum(out * gout) / d x and / d every parameter (torch autograd)
+  out64, grad_x64, grads64/<name>
+                          the same computed in float64 from the same weights and input: the
+                          exact result to float32 precision, against which torch's own float32
+                          error is known
 
 Usage: /usr/bin/python3 tests/torch/gen_mamba.py <outdir>
 """
+import copy
 import os
 import sys
 
@@ -54,6 +59,15 @@ def write_mode(f, name, selective, a_init):
     for pname, p in m.named_parameters():
         g.create_dataset(f"params/{pname}", data=p.detach().numpy())
         g.create_dataset(f"grads/{pname}", data=p.grad.numpy())
+    m64 = copy.deepcopy(m).double()
+    m64.zero_grad()
+    x64 = x.detach().double().requires_grad_()
+    out64 = m64(x64)
+    out64.backward(gout.double())
+    g.create_dataset("out64", data=out64.detach().numpy())
+    g.create_dataset("grad_x64", data=x64.grad.numpy())
+    for pname, p in m64.named_parameters():
+        g.create_dataset(f"grads64/{pname}", data=p.grad.numpy())
     assert set(dict(m.named_parameters())) == set(m.state_dict()), name  # no persistent buffers
 
 

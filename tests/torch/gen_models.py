@@ -16,16 +16,22 @@ One group per configuration, /<case>:
   logits64, attr loss64, grad64/<name>, after64/<name>
                  the same computation in float64 from the same initial weights: the exact
                  result to float32 precision, against which torch's own float32 error is known
-                 (Adam divides each gradient element by its own magnitude, so elements with tiny
-                 gradients turn float32 rounding into visible parameter differences)
+  path64/<k>/<name>  the float64 run's parameters after update k, for 0 < k < steps
+  denom64/<name> per element, the smallest of AdamW's denominators sqrt(v_hat) + eps over the
+                 float64 run's updates (from torch's exp_avg_sq; 0 where the gradient is zero at
+                 every update: unused embedding rows and positions). Adam divides the gradient
+                 by it, so where it is small, float32 rounding of the gradient moves the
+                 parameter visibly: the C++ test reads which elements those are from it
 
 Sizes: V=17, d=32, 2 layers, 4 heads, B=2, T=24. Key biases are only enabled with RoPE: without
 it softmax is invariant to them, their gradient is pure rounding noise, and Adam would turn that
-noise into full-size steps.
+noise into full-size steps. The identity feature map's normaliser q . sum(k) has no sign: at
+random weights it comes within 1e-3 of zero relative to its terms, where no float32 computation
+(torch's included) settles the result, so that case sets the query and key biases to
+IDENTITY_QK_BIAS, which keeps every normaliser positive through the steps.
 
 Usage: /usr/bin/python3 tests/torch/gen_models.py <outdir>
 """
-import contextlib
 import copy
 import os
 import sys
@@ -42,6 +48,8 @@ torch.set_num_threads(1)  # a fixed summation order: the file is the same on eve
 BASE = dict(vocab=17, d_model=32, n_layers=2, n_heads=4, max_seq_len=48)
 B, T = 2, 24
 LR, WEIGHT_DECAY, STEPS = 1e-2, 0.1, 3
+BETA2, EPS = 0.999, 1e-8  # torch's AdamW defaults, as framework/optim.hpp's
+IDENTITY_QK_BIAS = 1.0
 
 CASES = {
     "attn_none": dict(family="attention", pos="none"),
@@ -54,7 +62,7 @@ CASES = {
     "attn_tied": dict(family="attention", pos="learned", tie_embeddings=True),
     "linear_elu": dict(family="linear", feature_map="elu", bias=True),
     "linear_relu": dict(family="linear", feature_map="relu"),
-    "linear_identity": dict(family="linear", feature_map="identity"),
+    "linear_identity": dict(family="linear", feature_map="identity", bias=True),
     "linear_rope": dict(family="linear", feature_map="elu", pos="rope"),
     "linear_post_tied": dict(family="linear", norm="post", mlp="none", tie_embeddings=True),
     "mamba": dict(family="mamba", mlp="none"),
@@ -73,6 +81,8 @@ def write_case(f, name, overrides, seed):
                 p.add_(0.1 * torch.randn_like(p))
             if pname.split(".")[-2].endswith("embedding"):
                 p.normal_(0.0, 0.3)
+            if cfg["feature_map"] == "identity" and pname.endswith(("q_proj.bias", "k_proj.bias")):
+                p.fill_(IDENTITY_QK_BIAS)
     ids = torch.randint(0, cfg["vocab"], (B, T))
     targets = torch.randint(0, cfg["vocab"], (B, T))
     targets[0, :3] = -100
@@ -89,37 +99,32 @@ def write_case(f, name, overrides, seed):
 
     model64 = copy.deepcopy(model).double()
     for suffix, m in (("", model), ("64", model64)):
-        with keep_float64(suffix == "64"):
-            logits, loss, grads, after = train(m, ids, targets, cfg["vocab"])
+        logits, loss, grads, path, denoms = train(m, ids, targets, cfg["vocab"])
         g.create_dataset("logits" + suffix, data=logits)
         g.attrs["loss" + suffix] = loss
         for pname in grads:
             g.create_dataset(f"grad{suffix}/{pname}", data=grads[pname])
-            g.create_dataset(f"after{suffix}/{pname}", data=after[pname])
-
-
-@contextlib.contextmanager
-def keep_float64(on):
-    """mamba_ref casts the scan's inputs with .float(), as mamba_ssm does; for the float64 run
-    that cast is made the identity on float64 tensors, so the whole computation is float64."""
-    to_float = torch.Tensor.float
-    if on:
-        torch.Tensor.float = lambda t, *a, **k: t if t.dtype == torch.float64 else to_float(t, *a, **k)
-    try:
-        yield
-    finally:
-        torch.Tensor.float = to_float
+            g.create_dataset(f"after{suffix}/{pname}", data=path[-1][pname])
+        if suffix == "64":
+            for pname in grads:
+                g.create_dataset(f"denom64/{pname}", data=denoms[pname])
+            for k in range(1, STEPS):
+                for pname in grads:
+                    g.create_dataset(f"path64/{k}/{pname}", data=path[k - 1][pname])
 
 
 def train(model, ids, targets, vocab):
-    """STEPS AdamW updates; returns the first step's logits, loss and gradients, and the
-    parameters after the last update (numpy, in the model's dtype)."""
+    """STEPS AdamW updates; returns the first step's logits, loss and gradients, the
+    parameters after each update and each element's smallest Adam denominator over the
+    updates (numpy, in the model's dtype)."""
     params = dict(model.named_parameters())
     groups = [
         dict(params=[p for n, p in params.items() if not no_weight_decay(n)], weight_decay=WEIGHT_DECAY),
         dict(params=[p for n, p in params.items() if no_weight_decay(n)], weight_decay=0.0),
     ]
-    opt = torch.optim.AdamW(groups, lr=LR, foreach=False)
+    opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, BETA2), eps=EPS, foreach=False)
+    denoms = {n: torch.full_like(p, float("inf")) for n, p in params.items()}
+    path = []
     for step in range(STEPS):
         opt.zero_grad()
         logits = model(ids)
@@ -129,7 +134,13 @@ def train(model, ids, targets, vocab):
             first = (logits.detach().numpy(), float(loss.item()),
                      {n: p.grad.numpy().copy() for n, p in params.items()})
         opt.step()
-    return first + ({n: p.detach().numpy().copy() for n, p in params.items()},)
+        path.append({n: p.detach().numpy().copy() for n, p in params.items()})
+        for n, p in params.items():  # torch's update: exp_avg / (sqrt(v / (1 - beta2^t)) + eps)
+            v_hat = opt.state[p]["exp_avg_sq"] / (1 - BETA2 ** (step + 1))
+            step_denom = torch.where(v_hat > 0, v_hat.sqrt() + EPS, torch.full_like(v_hat, float("inf")))
+            denoms[n] = torch.minimum(denoms[n], step_denom)
+    denoms = {n: torch.where(d.isinf(), torch.zeros_like(d), d).numpy() for n, d in denoms.items()}
+    return first + (path, denoms)
 
 
 def main():

@@ -9,7 +9,9 @@ One group per case, /<case>:
   in<i>        float32 inputs (all require grad);  ids / targets / mask: int32 inputs
   out, gout    forward output and a random upstream gradient
   gin<i>       d(sum(out * gout)) / d in<i>, from torch autograd (out.backward(gout))
-Everything is float32. Inputs are drawn away from kinks (relu/elu at 0) and inside each
+  out64, gin<i>64  the same computed in float64 from the same inputs: the exact result to
+               float32 precision, against which torch's own float32 error is known
+Inputs are float32. Inputs are drawn away from kinks (relu/elu at 0) and inside each
 op's domain (log, pow and div get positive or nonzero inputs).
 
 Usage: /usr/bin/python3 tests/torch/gen_ops.py <outdir>
@@ -89,25 +91,29 @@ class Writer:
             g.attrs[k] = attr_value(v)
         for k, v in (ints or {}).items():
             g.create_dataset(k, data=np.asarray(v, dtype=np.int32))
-        leaves = [x.detach().clone().float().requires_grad_() for x in inputs]
-        args = list(leaves)
         for i, spec in (pre or {}).items():
             g.attrs[f"pre{i}"] = spec
-            args[i] = apply_pre(args[i], spec)
-        for i, x in enumerate(leaves):
-            g.create_dataset(f"in{i}", data=x.detach().numpy())
+        for i, x in enumerate(inputs):
+            g.create_dataset(f"in{i}", data=x.detach().float().numpy())
         if fn is None:  # the C++ test checks this case by itself (dropout)
             g.create_dataset("gout", data=randn(*inputs[0].shape).numpy())
             return
-        out = fn(*args)
-        assert out.dtype == torch.float32, name
-        gout = randn(*out.shape)
-        out.backward(gout)
-        g.create_dataset("out", data=out.detach().numpy())
-        g.create_dataset("gout", data=gout.numpy())
-        for i, x in enumerate(leaves):
-            grad = x.grad if x.grad is not None else torch.zeros_like(x)
-            g.create_dataset(f"gin{i}", data=grad.numpy())
+        gout = None
+        for suffix, dtype in (("", torch.float32), ("64", torch.float64)):
+            leaves = [x.detach().float().to(dtype).requires_grad_() for x in inputs]
+            args = list(leaves)
+            for i, spec in (pre or {}).items():
+                args[i] = apply_pre(args[i], spec)
+            out = fn(*args)
+            assert out.dtype == dtype, name
+            if gout is None:
+                gout = randn(*out.shape)
+                g.create_dataset("gout", data=gout.numpy())
+            out.backward(gout.to(dtype))
+            g.create_dataset("out" + suffix, data=out.detach().numpy())
+            for i, x in enumerate(leaves):
+                grad = x.grad if x.grad is not None else torch.zeros_like(x)
+                g.create_dataset(f"gin{i}{suffix}", data=grad.numpy())
 
 
 def gen_matmul(w):

@@ -14,6 +14,9 @@ gradients, under each optimizer run below (torch.optim with foreach=False).
                            (torch sums the squares in float32), and norm64, the same norm
                            summed in float64
   <run>/clipped/<k>/<name> the gradient after clipping at update k
+  <run>64/...              the same run in float64 from the same initial values and gradients:
+                           <run>64/<k>/<name> and <run>64/clipped/<k>/<name>, the exact results
+                           to float32 precision
 
 Gradient scales vary per step so that clipping applies at some steps and not at others.
 "block.bias" has no gradient at update 0 (skipped: its own step count lags the others) and
@@ -25,7 +28,6 @@ import os
 import sys
 
 import h5py
-import numpy as np
 import torch
 
 torch.manual_seed(0)
@@ -76,7 +78,26 @@ def make_optimizer(cfg, params):
 
 
 def write(f, path, t):
-    f.create_dataset(path, data=t.detach().numpy().astype(np.float32))
+    f.create_dataset(path, data=t.detach().numpy())
+
+
+def run_optimizer(cfg, dtype):
+    """STEPS updates of one run in dtype; per update: the norm clip_grad_norm_ returned (or
+    None), the clipped gradients and the parameters after the update."""
+    params = {name: init[name].to(dtype, copy=True).requires_grad_() for name, _, _ in PARAMS}
+    opt = make_optimizer(cfg, params)
+    updates = []
+    for step_grads in grads:
+        for name, p in params.items():
+            g = step_grads[name]
+            p.grad = None if g is None else g.to(dtype, copy=True)
+        norm = None
+        if cfg["max_norm"] > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(list(params.values()), cfg["max_norm"]))
+        clipped = {name: p.grad.clone() for name, p in params.items() if p.grad is not None}
+        opt.step()
+        updates.append((norm, clipped, {name: p.detach().clone() for name, p in params.items()}))
+    return updates
 
 
 def main(outdir):
@@ -96,29 +117,16 @@ def main(outdir):
             group = f.create_group(run)
             for key, value in cfg.items():
                 group.attrs[key] = value
-            params = {name: init[name].clone().requires_grad_() for name, _, _ in PARAMS}
-            opt = make_optimizer(cfg, params)
-            norms = []
-            for k, step_grads in enumerate(grads):
-                for name, p in params.items():
-                    g = step_grads[name]
-                    p.grad = None if g is None else g.clone()
-                if cfg["max_norm"] > 0:
-                    present = [p.grad for p in params.values() if p.grad is not None]
-                    norm64 = float(torch.cat([g.double().flatten() for g in present]).norm())
-                    norm = float(torch.nn.utils.clip_grad_norm_(list(params.values()),
-                                                                cfg["max_norm"]))
-                    norms.append(norm)
-                    clipped = group.create_group(f"clipped/{k}")
-                    clipped.attrs["norm"] = norm
-                    clipped.attrs["norm64"] = norm64
-                    for name, p in params.items():
-                        if p.grad is not None:
-                            write(f, f"{run}/clipped/{k}/{name}", p.grad)
-                opt.step()
-                for name, p in params.items():
-                    write(f, f"{run}/{k}/{name}", p)
-            print(f"{run}: {STEPS} steps" + (f", clip norms {norms}" if norms else ""))
+            for suffix, dtype in (("", torch.float32), ("64", torch.float64)):
+                for k, (norm, clipped, after) in enumerate(run_optimizer(cfg, dtype)):
+                    for name, p in after.items():
+                        write(f, f"{run}{suffix}/{k}/{name}", p)
+                    if norm is None:
+                        continue
+                    for name, g in clipped.items():
+                        write(f, f"{run}{suffix}/clipped/{k}/{name}", g)
+                    f[f"{run}/clipped/{k}"].attrs["norm" + suffix] = norm
+            print(f"{run}: {STEPS} steps")
 
 
 if __name__ == "__main__":

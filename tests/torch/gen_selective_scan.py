@@ -1,9 +1,9 @@
 """PyTorch references for the selective scan: writes <outdir>/selective_scan.h5.
 
 The reference is selective_scan_ref from mamba_ssm (mamba_ssm/ops/selective_scan_interface.py),
-ported below for real inputs: channels-first as there (u, delta, z [B, E, T]; B, C [B, N, T]
-or [E, N]). The C++ kernels are channels-last, so every [B, E, T] / [B, N, T] tensor is
-transposed to [B, T, E] / [B, T, N] when written (and gradients likewise).
+ported in mamba_ref.py for real inputs: channels-first as there (u, delta, z [B, E, T]; B, C
+[B, N, T] or [E, N]). The C++ kernels are channels-last, so every [B, E, T] / [B, N, T] tensor
+is transposed to [B, T, E] / [B, T, N] when written (and gradients likewise).
 
 One group per case, /<case>:
   attrs  var_B, var_C      1 when B / C are selective [B, T, N], 0 when time-invariant [E, N]
@@ -11,6 +11,8 @@ One group per case, /<case>:
   u, delta, A, B, C        inputs (D, z, delta_bias too when the case has them)
   out, gout                forward output and a random upstream gradient
   grad_<input>             d(sum(out * gout)) / d input, from torch autograd
+  out64, grad_<input>64    the same computed in float64 from the same inputs: the exact result
+                           to float32 precision, against which torch's own float32 error is known
 
 Usage: /usr/bin/python3 tests/torch/gen_selective_scan.py <outdir>
 """
@@ -19,45 +21,12 @@ import sys
 
 import h5py
 import torch
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mamba_ref import selective_scan_ref  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # a fixed summation order: the file is the same on every run
-
-
-def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
-    """mamba_ssm's reference: u, delta, z [B, E, T]; A [E, N]; B, C [B, N, T] or [E, N]."""
-    dtype_in = u.dtype
-    u = u.float()
-    delta = delta.float()
-    if delta_bias is not None:
-        delta = delta + delta_bias[..., None].float()
-    if delta_softplus:
-        delta = F.softplus(delta)
-    batch, dim, dstate = u.shape[0], A.shape[0], A.shape[1]
-    is_variable_B = B.dim() >= 3
-    is_variable_C = C.dim() >= 3
-    B = B.float()
-    C = C.float()
-    x = A.new_zeros((batch, dim, dstate))
-    ys = []
-    deltaA = torch.exp(torch.einsum("bdl,dn->bdln", delta, A))
-    if not is_variable_B:
-        deltaB_u = torch.einsum("bdl,dn,bdl->bdln", delta, B, u)
-    else:
-        deltaB_u = torch.einsum("bdl,bnl,bdl->bdln", delta, B, u)
-    for i in range(u.shape[2]):
-        x = deltaA[:, :, i] * x + deltaB_u[:, :, i]
-        if not is_variable_C:
-            y = torch.einsum("bdn,dn->bd", x, C)
-        else:
-            y = torch.einsum("bdn,bn->bd", x, C[:, :, i])
-        ys.append(y)
-    y = torch.stack(ys, dim=2)  # (batch dim L)
-    out = y if D is None else y + u * D[:, None]
-    if z is not None:
-        out = out * F.silu(z)
-    return out.to(dtype=dtype_in)
 
 
 def uniform(lo, hi, *shape):
@@ -105,22 +74,25 @@ def main(outdir):
     path = os.path.join(outdir, "selective_scan.h5")
     with h5py.File(path + ".tmp", "w") as f:
         for name, (batch, T, E, N, var_B, var_C, has_D, has_z, has_bias, softplus) in CASES.items():
-            x = make_inputs(batch, T, E, N, var_B, var_C, has_D, has_z, has_bias, softplus)
-            for t in x.values():
-                t.requires_grad_(True)
-            out = selective_scan_ref(x["u"], x["delta"], x["A"], x["B"], x["C"], x.get("D"),
-                                     x.get("z"), x.get("delta_bias"), softplus)
-            gout = torch.randn(out.shape, dtype=torch.float32)
-            out.backward(gout)
+            inputs = make_inputs(batch, T, E, N, var_B, var_C, has_D, has_z, has_bias, softplus)
             g = f.create_group(name)
             g.attrs["var_B"] = int(var_B)
             g.attrs["var_C"] = int(var_C)
             g.attrs["softplus"] = int(softplus)
-            for k, t in x.items():
-                g[k] = channels_last(t.detach()).numpy()
-                g["grad_" + k] = channels_last(t.grad).numpy()
-            g["out"] = channels_last(out.detach()).numpy()
-            g["gout"] = channels_last(gout).numpy()
+            for k, t in inputs.items():
+                g[k] = channels_last(t).numpy()
+            gout = None
+            for suffix, dtype in (("", torch.float32), ("64", torch.float64)):
+                x = {k: t.detach().to(dtype).requires_grad_() for k, t in inputs.items()}
+                out = selective_scan_ref(x["u"], x["delta"], x["A"], x["B"], x["C"], x.get("D"),
+                                         x.get("z"), x.get("delta_bias"), softplus)
+                if gout is None:
+                    gout = torch.randn(out.shape, dtype=torch.float32)
+                    g["gout"] = channels_last(gout).numpy()
+                out.backward(gout.to(dtype))
+                g["out" + suffix] = channels_last(out.detach()).numpy()
+                for k, t in x.items():
+                    g["grad_" + k + suffix] = channels_last(t.grad).numpy()
     os.replace(path + ".tmp", path)
 
 

@@ -18,12 +18,18 @@ import torch.nn.functional as F
 DT_MIN, DT_MAX, DT_FLOOR = 1e-3, 1e-1, 1e-4
 
 
+def upcast(t):
+    """mamba_ssm runs the scan in float32 whatever its inputs' dtype; the float64 reference runs
+    of tests/torch/gen_*.py stay in float64."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
 def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
     """mamba_ssm.ops.selective_scan_interface.selective_scan_ref (real A, no groups).
     u, delta, z [B, E, T]; A [E, N]; B, C [B, N, T] (selective) or [E, N]; D, delta_bias [E]."""
-    u, delta = u.float(), delta.float()
+    u, delta = upcast(u), upcast(delta)
     if delta_bias is not None:
-        delta = delta + delta_bias[..., None].float()
+        delta = delta + upcast(delta_bias[..., None])
     if delta_softplus:
         delta = F.softplus(delta)
     batch, dim, dstate = u.shape[0], A.shape[0], A.shape[1]
@@ -149,7 +155,7 @@ class Mamba(nn.Module):
             y = dense_lti_scan_ref(x, self.Ad, Bbar, self.C)
             y = (y + x * self.D[:, None]) * F.silu(z)
         else:
-            A = -torch.exp(self.A_log.float())
+            A = -torch.exp(upcast(self.A_log))
             if self.selective:
                 x_dbl = self.x_proj(x.transpose(1, 2).reshape(batch * seqlen, self.d_inner))
                 dt, B, C = torch.split(x_dbl, [self.dt_rank, self.d_state, self.d_state], dim=-1)
@@ -157,9 +163,9 @@ class Mamba(nn.Module):
                 dt = dt.reshape(self.d_inner, batch, seqlen).transpose(0, 1)
                 B = B.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()
                 C = C.reshape(batch, seqlen, self.d_state).transpose(1, 2).contiguous()
-                y = selective_scan_ref(x, dt, A, B, C, self.D.float(), z=z,
-                                       delta_bias=self.dt_proj.bias.float(), delta_softplus=True)
+                y = selective_scan_ref(x, dt, A, B, C, upcast(self.D), z=z,
+                                       delta_bias=upcast(self.dt_proj.bias), delta_softplus=True)
             else:
-                y = selective_scan_ref(x, torch.zeros_like(x), A, self.B, self.C, self.D.float(),
-                                       z=z, delta_bias=self.dt_bias.float(), delta_softplus=True)
+                y = selective_scan_ref(x, torch.zeros_like(x), A, self.B, self.C, upcast(self.D),
+                                       z=z, delta_bias=upcast(self.dt_bias), delta_softplus=True)
         return self.out_proj(y.transpose(1, 2))
