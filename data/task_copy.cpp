@@ -42,7 +42,7 @@ class CopyTask : public TaskOptions {
                   std::to_string(max_len) + " (needs seq-len >= 2*max-len+3 = " + std::to_string(2 * max_len + 3) + ")");
   }
 
-  void fill_row(const TaskConfig&, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig&, Rng rng, Row& r) const override {
     const CopyTokens tok = tokens();
     const int32_t A = tok.alphabet;
     const int64_t L = min_len + int64_t(rng.below(uint64_t(max_len - min_len + 1)));

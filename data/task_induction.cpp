@@ -19,7 +19,7 @@ class InductionTask : public TaskOptions {
       throw Error("task induction: --seq-len " + std::to_string(c.length()) + " too short (allowed: >= 4)");
   }
 
-  void fill_row(const TaskConfig& c, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     const int64_t T = r.T, V = c.vocab_size();
     for (int64_t t = 0; t < T - 1; ++t) r.x[t] = int32_t(1 + rng.below(uint64_t(V - 1)));
     const int64_t p = int64_t(rng.below(uint64_t(T - 3)));  // p + 1 < T - 2

@@ -49,7 +49,7 @@ class MqarTask : public TaskOptions {
       throw Error("task mqar: --power-a " + exact_number(power_a) + " out of range (allowed: (0, 1])");
   }
 
-  void fill_row(const TaskConfig& c, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     thread_local std::vector<int32_t> keys, values;  // scratch, reused across rows
     thread_local std::vector<double> weights;
     const int64_t T = r.T, K = num_kv_pairs, V = c.vocab_size(), space = (T - 2 * K) / 2;

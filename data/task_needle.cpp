@@ -33,7 +33,7 @@ class NeedleTask : public TaskOptions {
                     " (allowed: 1.." + std::to_string(T - 2) + ")");
   }
 
-  void fill_row(const TaskConfig& c, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     const int64_t T = r.T, V = c.vocab_size(), distance = distances[size_t(r.index) % distances.size()];
     for (int64_t t = 0; t < T; ++t) r.x[t] = int32_t(1 + rng.below(uint64_t(V / 4 - 1)));
     const int32_t key = int32_t(V / 4 + int64_t(rng.below(uint64_t(V / 2 - V / 4))));

@@ -28,7 +28,7 @@ class SelectiveCopyTask : public TaskOptions {
                   ": M data tokens among the first seq-len-M slots)");
   }
 
-  void fill_row(const TaskConfig& c, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     const int64_t T = r.T, M = num_tokens, A = c.vocab_size(), slots = T - M;
     // Selection sampling (Knuth's algorithm S): M of the first T-M slots, visited in order.
     int64_t chosen = 0;

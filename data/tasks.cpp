@@ -102,9 +102,8 @@ Batch make_batch(const TaskConfig& cfg, uint64_t seed, uint64_t batch_index, int
   batch.mask.assign(size_t(B * T), 0);
   const uint64_t batch_seed = seed_mix(seed, batch_index);
   for (int64_t b = 0; b < B; ++b) {
-    Rng rng(seed_mix(batch_seed, uint64_t(b)));
     Row r{x.data() + b * T, y.data() + b * T, batch.mask.data() + b * T, T, b, -1};
-    cfg.behaviour().fill_row(cfg, rng, r);
+    cfg.behaviour().fill_row(cfg, Rng(seed_mix(batch_seed, uint64_t(b))), r);
     if (r.group >= 0) batch.group.push_back(r.group);
   }
   batch.inputs = IntTensor(Shape{B, T}, std::move(x));

@@ -71,8 +71,9 @@ class TaskOptions : public Options {
   virtual int64_t fixed_vocab() const { return 0; }
   // Throws an Error naming the bad option and its limit; seq-len and vocab are resolved.
   virtual void validate(const TaskConfig& c) const = 0;
-  // Draws row r; every input and target is written (targets default to kIgnoreIndex).
-  virtual void fill_row(const TaskConfig& c, Rng& rng, Row& r) const = 0;
+  // Draws row r from its own generator (by value: its state stays in registers); every input
+  // is written, targets default to kIgnoreIndex.
+  virtual void fill_row(const TaskConfig& c, Rng rng, Row& r) const = 0;
   // What its token ids mean, e.g. "keys 1..31, values 32..63, filler 0".
   virtual std::string legend(const TaskConfig& c) const = 0;
   // What Batch::group holds for this task (needle: "distance").

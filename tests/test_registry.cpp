@@ -98,7 +98,7 @@ class LagTask : public TaskOptions {
   void validate(const TaskConfig& c) const override {
     if (lag >= c.length()) throw Error("task lag: --lag " + std::to_string(lag) + " must be below --seq-len");
   }
-  void fill_row(const TaskConfig& c, Rng& rng, Row& r) const override {
+  void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     for (int64_t t = 0; t < r.T; ++t) r.x[t] = int32_t(rng.below(uint64_t(c.vocab_size())));
     for (int64_t t = lag; t < r.T; ++t) r.score(t, r.x[t - lag]);
   }

@@ -10,6 +10,7 @@
 #include "data/metrics.hpp"
 #include "framework/autograd.hpp"
 #include "framework/optim.hpp"
+#include "framework/runtime.hpp"
 #include "models/conv_lm.hpp"
 #include "train/cli.hpp"
 
@@ -44,6 +45,7 @@ int run_demo(const po::variables_map& vm) {
   AdamW opt(model.parameters(), ao);
   LrSchedule sched("cosine", ao.lr, vm["warmup"].as<int>(), steps, 0.1 * ao.lr);
   const double clip = vm["clip"].as<double>();
+  std::printf("%s\n", runtime_summary().c_str());  // what the ms/step and tokens/s below ran on
   std::printf("demo: ConvLM d_model=%d vocab=%d, lag task T=%d lag=%d, batch %d, %d steps\n",
               cfg.d_model, cfg.vocab, T, lag, B, steps);
   std::printf("optimizer: %s\nschedule: %s\nclip: %g\nparameters: %lld\n", opt.describe().c_str(),
