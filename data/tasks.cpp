@@ -23,10 +23,7 @@ Registry<TaskSpec>& registry() {
 
 }  // namespace
 
-void register_task(TaskSpec spec) {
-  if (!spec.options) throw Error("register_task: task '" + spec.name + "' needs options");
-  registry().add(std::move(spec));
-}
+void register_task(TaskSpec spec) { registry().add(std::move(spec)); }
 
 const TaskSpec& task_spec(const std::string& name) { return registry().find(name); }
 std::vector<std::string> task_names() { return registry().names(); }
@@ -37,10 +34,6 @@ Accuracy& extra_score(ExtraScores& scores, const std::string& name) {
     if (n == name) return a;
   scores.push_back({name, Accuracy{}});
   return scores.back().second;
-}
-
-void add_extra_scores(ExtraScores& into, const ExtraScores& more) {
-  for (const auto& [name, a] : more) extra_score(into, name).add(a);
 }
 
 // ---- TaskConfig ----------------------------------------------------------------------------
@@ -74,8 +67,7 @@ void TaskConfig::visit(FieldVisitor& v) {
 
 void TaskConfig::validate() const {
   const TaskSpec& spec = task_spec(task);
-  const std::unique_ptr<TaskOptions> defaults = spec.options();
-  if (!options || typeid(*options) != typeid(*defaults))
+  if (!options || std::type_index(typeid(*options)) != spec.options_type)
     throw Error("task config: the options are not those of task '" + task + "' (set task through TaskConfig::of)");
   check_ranges(*this);
   const int64_t fixed = options->fixed_vocab();

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,6 @@ struct Accuracy {
 // (needle: "acc@4", "acc@16", ...; copy: "gen_acc").
 using ExtraScores = std::vector<std::pair<std::string, Accuracy>>;
 Accuracy& extra_score(ExtraScores& scores, const std::string& name);  // added when missing
-void add_extra_scores(ExtraScores& into, const ExtraScores& more);
 
 // Greedy decoding of the model under evaluation: the tokens generated after `prompt`, at most
 // max_new, ending early with stop_token (>= 0) included. Tasks with a generated answer score it.
@@ -91,6 +91,7 @@ struct TaskSpec {
   std::string name;     // the --task value
   std::string summary;  // one line for --help
   std::function<std::unique_ptr<TaskOptions>()> options;  // the task's options at their defaults
+  std::type_index options_type = typeid(void);             // filled by the registry from options()
 };
 
 // Adds a task; an Error when the name is taken.

@@ -3,23 +3,30 @@
 #pragma once
 #include <deque>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "tensor.hpp"
 
 namespace tri {
 
-// Spec has `std::string name` and `std::string summary`.
+// Spec has `std::string name`, `std::string summary`, a factory `options()` of the entry's
+// options and `std::type_index options_type`, which the registry fills from that factory once,
+// so that checking a config's options against its entry costs no construction.
 template <class Spec>
 class Registry {
  public:
   // `option` names the entries in messages ("--model").
-  Registry(std::string option, std::vector<Spec> builtins)
-      : option_(std::move(option)), entries_(builtins.begin(), builtins.end()) {}
+  Registry(std::string option, std::vector<Spec> builtins) : option_(std::move(option)) {
+    for (Spec& s : builtins) add(std::move(s));
+  }
 
   void add(Spec spec) {
     for (const Spec& s : entries_)
       if (s.name == spec.name) throw Error("register: " + option_ + " '" + spec.name + "' exists already");
+    if (!spec.options) throw Error("register: " + option_ + " '" + spec.name + "' has no options");
+    const auto defaults = spec.options();
+    spec.options_type = typeid(*defaults);
     entries_.push_back(std::move(spec));
   }
   // The entry of `name`; an Error naming the registered ones when there is none.

@@ -55,8 +55,7 @@ ModelConfig ModelConfig::resolved(const FieldLookup* outer) const {
 
 void ModelConfig::validate() const {
   const FamilySpec& f = spec();  // an unknown family first: its options cannot be checked
-  const std::unique_ptr<Options> defaults = f.options();
-  if (!mixer || typeid(*mixer) != typeid(*defaults))
+  if (!mixer || std::type_index(typeid(*mixer)) != f.options_type)
     throw Error("model config: the options are not those of family '" + family +
                 "' (set family through ModelConfig::of)");
   check_ranges(*this);

@@ -19,7 +19,7 @@ Registry<FamilySpec>& registry() {
 }  // namespace
 
 void register_family(FamilySpec spec) {
-  if (!spec.options || !spec.make) throw Error("register_family: family '" + spec.name + "' needs options and make");
+  if (!spec.make) throw Error("register_family: family '" + spec.name + "' needs make");
   registry().add(std::move(spec));
 }
 

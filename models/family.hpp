@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "framework/rng.hpp"
@@ -20,6 +21,7 @@ struct FamilySpec {
   std::string summary;  // one line for --help
   // The family's own options, at their defaults (fields and ranges in their visit()).
   std::function<std::unique_ptr<Options>()> options;
+  std::type_index options_type = typeid(void);  // filled by the registry from options()
   // Builds one mixer from a checked config (ModelConfig::checked).
   std::function<std::unique_ptr<Mixer>(const ModelConfig&, Rng&)> make;
   // The norm of its blocks and of the final norm_f, and the parameter name of the norm before

@@ -132,11 +132,12 @@ std::string expected_value(const po::options_description& d, const std::string& 
 void apply_runtime_options(const po::variables_map& vm) {
   RuntimeConfig runtime;
   read_given(vm, runtime);
-  try {
-    runtime.apply();
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
+  as_usage_error([&] {
+    resolve_zeros(runtime);
+    check_ranges(runtime);
+    return 0;
+  });
+  runtime.apply();
 }
 
 int run_command(const Command& cmd, const std::vector<std::string>& args) {

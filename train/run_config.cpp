@@ -55,11 +55,8 @@ void RuntimeConfig::visit(FieldVisitor& v) {
 }
 
 void RuntimeConfig::apply() const {
-  RuntimeConfig r = *this;
-  resolve_zeros(r);
-  check_ranges(r);
-  set_gemm_backend(r.gemm);
-  set_threads(int(r.threads));
+  set_gemm_backend(gemm);
+  set_threads(int(threads));
 }
 
 RunConfig RunConfig::of(const std::string& family, const std::string& task) {
@@ -97,9 +94,10 @@ void RunConfig::resolve() {
 }
 
 void RunConfig::validate() const {
-  task.validate();
+  task.validate();  // each checks its own ranges
   model.validate();
-  check_ranges(*this);
+  for (const Options* part : std::initializer_list<const Options*>{&optimizer, &schedule, &run, &runtime})
+    check_ranges(*part);
   if (model.vocab != task.vocab_size())
     throw Error("model vocab " + std::to_string(model.vocab) + " differs from the task's " +
                 std::to_string(task.vocab_size()));

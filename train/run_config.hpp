@@ -58,7 +58,7 @@ struct RuntimeConfig : Options {
   std::string gemm = "auto";   // auto (oneDNN) | dnnl | openblas
   void visit(FieldVisitor& v) override;
   std::unique_ptr<Options> clone() const override { return std::make_unique<RuntimeConfig>(*this); }
-  void apply() const;          // resolves threads, then sets them and the backend
+  void apply() const;          // sets the threads and the backend; resolved and checked first
 };
 
 struct RunConfig : Options {
