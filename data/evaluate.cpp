@@ -36,7 +36,7 @@ std::vector<EvalResult> evaluate_lengths(const TaskConfig& cfg, const std::vecto
   std::vector<TaskConfig> at;
   for (int64_t T : lengths) {
     TaskConfig c = cfg;
-    c.seq_len = T;
+    c.behaviour().set_length(c, T);
     c.validate();
     at.push_back(c);
   }

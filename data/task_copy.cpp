@@ -2,6 +2,8 @@
 //   BOS s SEP s EOS PAD...; symbols 0..A-1, BOS = A, SEP = A+1, EOS = A+2, PAD = A+3.
 //   |s| ~ U[min_len, max_len]. Scored: t = |s|+1 .. 2|s|+1 (targets: the copied string, then
 //   EOS). Extra metric gen_acc: the answer produced by greedy decoding, not teacher forcing.
+#include <algorithm>
+
 #include "data/tasks.hpp"
 
 namespace tri {
@@ -52,6 +54,16 @@ class CopyTask : public TaskOptions {
     r.x[2 * L + 2] = tok.eos();
     for (int64_t t = 2 * L + 3; t < r.T; ++t) r.x[t] = tok.pad();
     for (int64_t t = L + 1; t <= 2 * L + 1; ++t) r.score(t, r.x[t + 1]);  // s, then EOS
+  }
+
+  double chance_accuracy(const TaskConfig&) const override { return 1.0 / double(alphabet); }
+
+  // Jelassi et al. score each string length on its own: at length T every string has exactly
+  // (T-3)/2 symbols, the most the row holds.
+  void set_length(TaskConfig& c, int64_t seq_len) const override {
+    c.seq_len = seq_len;
+    auto& o = static_cast<CopyTask&>(*c.options);
+    o.min_len = o.max_len = std::max<int64_t>(1, (seq_len - 3) / 2);
   }
 
   std::string legend(const TaskConfig&) const override {

@@ -28,6 +28,8 @@ class InductionTask : public TaskOptions {
     r.score(T - 1, r.x[p + 1]);
   }
 
+  double chance_accuracy(const TaskConfig& c) const override { return 1.0 / double(c.vocab_size() - 1); }
+
   std::string legend(const TaskConfig& c) const override {
     return "trigger 0, content 1.." + std::to_string(c.vocab_size() - 1);
   }

@@ -84,6 +84,12 @@ class MqarTask : public TaskOptions {
     }
   }
 
+  // Values come from [V/2, V). (A model that only learned the format guesses among the row's
+  // K values and scores 1/K: the plateau MQAR training sits on before recall is learned.)
+  double chance_accuracy(const TaskConfig& c) const override {
+    return 1.0 / double(c.vocab_size() - c.vocab_size() / 2);
+  }
+
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     return "keys 1.." + std::to_string(V / 2 - 1) + ", values " + std::to_string(V / 2) + ".." +

@@ -46,6 +46,10 @@ class NeedleTask : public TaskOptions {
     r.group = distance;
   }
 
+  double chance_accuracy(const TaskConfig& c) const override {
+    return 1.0 / double(c.vocab_size() - c.vocab_size() / 2);
+  }
+
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     auto n = [](int64_t v) { return std::to_string(v); };

@@ -40,6 +40,8 @@ class SelectiveCopyTask : public TaskOptions {
     for (int64_t t = slots; t < T; ++t) r.x[t] = int32_t(A - 1);
   }
 
+  double chance_accuracy(const TaskConfig& c) const override { return 1.0 / double(c.vocab_size() - 2); }
+
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     return "noise 0, data 1.." + std::to_string(V - 2) + ", marker " + std::to_string(V - 1);

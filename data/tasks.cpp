@@ -79,6 +79,8 @@ void TaskConfig::validate() const {
 
 // ---- streams and batches -------------------------------------------------------------------
 
+void TaskOptions::set_length(TaskConfig& c, int64_t seq_len) const { c.seq_len = seq_len; }
+
 uint64_t stream_seed(uint64_t base_seed, const std::string& split) {
   if (split == "train") return seed_mix(base_seed, 0x7472'6169'6E00'0001ull);
   if (split == "eval") return seed_mix(base_seed, 0x6576'616C'0000'0002ull);

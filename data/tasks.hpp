@@ -85,6 +85,12 @@ class TaskOptions : public Options {
   // the caller does not decode (then metrics that need it are left out).
   virtual void extra_scores(const TaskConfig&, const Batch&, const Tensor& /*logits*/,
                             const GreedyDecoder* /*decode*/, ExtraScores&) const {}
+  // The token accuracy of a uniform guess among the answers the task can score (mqar: one of
+  // the V/2 value ids); the level an accuracy is read against.
+  virtual double chance_accuracy(const TaskConfig& c) const = 0;
+  // The task at another sequence length, for length generalisation: by default the same kind
+  // of row in a longer (or shorter) sequence; copy makes its string fill the sequence.
+  virtual void set_length(TaskConfig& c, int64_t seq_len) const;
 };
 
 struct TaskSpec {

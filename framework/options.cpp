@@ -49,6 +49,13 @@ void FieldVisitor::text(const std::string& key, std::string& v, const std::strin
   on(s, v);
 }
 
+void FieldVisitor::optional_int_list(const std::string& key, std::vector<int64_t>& v, IntRange r,
+                                     const std::string& help) {
+  IntListSpec s;
+  s.key = key, s.help = help, s.range = r, s.optional = true;
+  on(s, v);
+}
+
 void FieldVisitor::fixed(const std::string& key, std::string& v, const std::string& only,
                          const std::string& help) {
   ChoiceSpec s;
@@ -143,6 +150,11 @@ std::vector<int64_t> parse_int_list(const std::string& key, const std::string& t
   return out;
 }
 
+std::vector<int64_t> parse_list_field(const IntListSpec& f, const std::string& text) {
+  if (f.optional && text.find_first_not_of(" \t") == std::string::npos) return {};
+  return parse_int_list(f.key, text, f.range);
+}
+
 std::string int_list_text(const std::vector<int64_t>& v, char separator) {
   std::string s;
   for (int64_t x : v) {
@@ -185,7 +197,7 @@ class TextReader : public FieldVisitor {
     if (const std::string* s = find(f)) v = *s;  // check_ranges names the allowed ones
   }
   void on(const IntListSpec& f, std::vector<int64_t>& v) override {
-    if (const std::string* s = find(f)) v = parse_int_list(f.key, *s, f.range);
+    if (const std::string* s = find(f, f.optional)) v = parse_list_field(f, *s);
   }
   void on(const TextSpec& f, std::string& v) override {
     if (const std::string* s = find(f)) v = *s;
@@ -194,10 +206,10 @@ class TextReader : public FieldVisitor {
  private:
   const TextMap& text_;
   bool require_all_;
-  const std::string* find(const FieldSpec& f) const {
+  const std::string* find(const FieldSpec& f, bool may_be_missing = false) const {
     auto it = text_.find(f.key);
     if (it != text_.end()) return &it->second;
-    if (require_all_ && !f.fixed) throw Error("config: missing --" + f.key);
+    if (require_all_ && !f.fixed && !may_be_missing) throw Error("config: missing --" + f.key);
     return nullptr;
   }
   template <class T>
@@ -252,7 +264,8 @@ class RangeChecker : public FieldVisitor {
                 " (allowed: " + joined(f.allowed, ", ") + ")");
   }
   void on(const IntListSpec& f, std::vector<int64_t>& v) override {
-    if (v.empty()) throw Error("--" + f.key + " is empty (allowed: integers " + range_text(f.range) + ")");
+    if (v.empty() && !f.optional)
+      throw Error("--" + f.key + " is empty (allowed: integers " + range_text(f.range) + ")");
     for (int64_t x : v)
       if (x < f.range.lo || x > f.range.hi)
         throw Error("--" + f.key + ": " + std::to_string(x) + " is out of range (allowed: " +

@@ -70,6 +70,9 @@ struct ChoiceSpec : FieldSpec {
 };
 struct IntListSpec : FieldSpec {
   IntRange range{0, INT64_MAX};
+  // An optional list: empty (written as nothing) means none, and saved configs that predate
+  // the field may lack it.
+  bool optional = false;
 };
 
 class FieldVisitor {
@@ -89,6 +92,7 @@ class FieldVisitor {
   void choice(const std::string& key, std::string& v, std::vector<std::string> allowed,
               const std::string& help);
   void int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
+  void optional_int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
   void text(const std::string& key, std::string& v, const std::string& help);
   // A convention stated in saved configs (a ChoiceSpec with fixed set): `only` is its one
   // allowed value, and its default.
@@ -159,6 +163,8 @@ std::optional<bool> parse_bool(const std::string& s);
 std::vector<int64_t> parse_int_list(const std::string& key, const std::string& text, IntRange r,
                                     bool spaces_too = false);
 std::string int_list_text(const std::vector<int64_t>& v, char separator = ',');
+// A list field's text: parse_int_list, or the empty list for blank text when f is optional.
+std::vector<int64_t> parse_list_field(const IntListSpec& f, const std::string& text);
 // "a, b, c" (or with another separator).
 std::string joined(const std::vector<std::string>& items, const std::string& separator = ", ");
 

@@ -105,6 +105,7 @@ class LagTask : public TaskOptions {
   std::string legend(const TaskConfig& c) const override {
     return "tokens 0.." + std::to_string(c.vocab_size() - 1);
   }
+  double chance_accuracy(const TaskConfig& c) const override { return 1.0 / double(c.vocab_size()); }
   void extra_scores(const TaskConfig&, const Batch& batch, const Tensor& logits, const GreedyDecoder*,
                     ExtraScores& out) const override {
     const int64_t B = batch.inputs.shape()[0], T = batch.inputs.shape()[1], V = logits.size(-1);

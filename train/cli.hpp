@@ -85,6 +85,8 @@ void data_options(CommandOptions& o);
 int run_data(const po::variables_map& vm);
 void train_options(CommandOptions& o);
 int run_train(const po::variables_map& vm);
+void sweep_options(CommandOptions& o);
+int run_sweep(const po::variables_map& vm);
 void eval_options(CommandOptions& o);
 int run_eval(const po::variables_map& vm);
 void generate_options(CommandOptions& o);

@@ -21,6 +21,8 @@ namespace {
 const Command kCommands[] = {
     {"train", "train a model on a task into a run folder (checkpoints, metrics, summary); --resume DIR",
      train_options, run_train, true},
+    {"sweep", "run every run of a grid file into one folder (skips finished runs, resumes interrupted ones); --jobs, --shard",
+     sweep_options, run_sweep},
     {"eval", "evaluate a checkpoint on its task, at one or several lengths (--lengths); --json, --dump",
      eval_options, run_eval},
     {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",

@@ -80,7 +80,7 @@ class GivenReader : public FieldVisitor {
   void on(const BoolSpec& f, bool& v) override { read(f, v); }
   void on(const ChoiceSpec& f, std::string& v) override { read(f, v); }
   void on(const IntListSpec& f, std::vector<int64_t>& v) override {
-    if (wanted(f)) v = parse_int_list(f.key, vm_[f.key].as<std::string>(), f.range);
+    if (wanted(f)) v = parse_list_field(f, vm_[f.key].as<std::string>());
   }
   void on(const TextSpec& f, std::string& v) override { read(f, v); }
 

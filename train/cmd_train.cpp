@@ -27,7 +27,7 @@ po::options_description run_options() {
 // What may differ when a run is resumed: how long it runs and how it reports, not what it
 // computes up to the step it stopped at; and the runtime.
 const std::set<std::string> kResumeMayChange = {"steps", "eval-every", "eval-batches", "checkpoint-every",
-                                                "keep", "log-every", "progress", "early-stop"};
+                                                "keep", "log-every", "progress", "early-stop", "eval-lengths"};
 const std::set<std::string> kRuntime = {"threads", "gemm"};
 
 bool holds_run(const fs::path& dir) {

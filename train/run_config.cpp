@@ -44,6 +44,9 @@ void RunSettings::visit(FieldVisitor& v) {
   v.integer("log-every", log_every, {1, kBig}, "steps between metrics rows");
   v.choice("progress", progress, {"auto", "bar", "lines", "none"},
            "auto (a bar on a terminal, else lines), bar, lines or none");
+  v.optional_int_list("eval-lengths", eval_lengths, {1, 1 << 24},
+                      "after the last step, evaluate at these sequence lengths too (length "
+                      "generalisation; copy: strings filling each length); empty = none");
   v.text("out", out, "run folder; empty = checkpoints/<run-name>");
   v.text("run-name", run_name, "empty = the --out folder's name, or <model>-<task>-<date>-<time>");
 }
@@ -104,6 +107,18 @@ void RunConfig::validate() const {
   if (schedule.min_lr > optimizer.lr)
     throw Error("--min-lr " + exact_number(schedule.min_lr) + " is out of range (allowed: 0.." +
                 exact_number(optimizer.lr) + ", at most --lr)");
+  for (int64_t L : run.eval_lengths) {
+    TaskConfig at = task;
+    at.behaviour().set_length(at, L);
+    try {
+      at.validate();
+    } catch (const Error& e) {
+      throw Error("--eval-lengths " + std::to_string(L) + ": " + e.what());
+    }
+    if (model.pos == "learned" && L > model.max_seq_len)
+      throw Error("--eval-lengths " + std::to_string(L) + " exceeds the learned positions' --max-seq-len " +
+                  std::to_string(model.max_seq_len) + " (allowed: lengths <= max-seq-len)");
+  }
   if (model.pos == "learned" && task.length() > model.max_seq_len)
     throw Error("--seq-len " + std::to_string(task.length()) + " exceeds the learned positions' --max-seq-len " +
                 std::to_string(model.max_seq_len) + " (allowed: seq-len <= max-seq-len)");

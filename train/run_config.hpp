@@ -47,6 +47,7 @@ struct RunSettings : Options {
   int64_t seed = 0;              // of the initialisation and of the data streams
   int64_t log_every = 10;
   std::string progress = "auto";  // auto | bar | lines | none
+  std::vector<int64_t> eval_lengths;  // after training, evaluate at these sequence lengths too
   std::string out, run_name;      // the run folder and its name; empty: chosen at start
   void visit(FieldVisitor& v) override;
   std::unique_ptr<Options> clone() const override { return std::make_unique<RunSettings>(*this); }

@@ -9,6 +9,7 @@
 #include "framework/autograd.hpp"
 #include "framework/rng.hpp"
 #include "train/atomic_file.hpp"
+#include "train/model_io.hpp"
 #include "train/run_log.hpp"
 
 namespace tri::cli {
@@ -89,6 +90,20 @@ Json eval_json(const EvalResult& r, int64_t step) {
   return j;
 }
 
+Json length_json(const EvalResult& r) {
+  Json extra = Json::object();
+  for (const auto& [name, a] : r.extra) extra[name] = a.value();
+  return {{"seq_len", r.seq_len}, {"token_acc", r.score.token_acc}, {"seq_acc", r.score.seq_acc},
+          {"loss", r.score.loss}, {"extra", extra}};
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // Removes the oldest step-NNNNNNN.h5 files beyond the newest `keep`.
 void prune_step_checkpoints(const std::string& dir, int64_t keep) {
   std::vector<std::string> files;
@@ -145,6 +160,25 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
+// Length generalisation: the finished model at each --eval-lengths length, with the task's
+// extra metrics, including those that decode (copy's gen_acc).
+void Trainer::evaluate_lengths_at_end() {
+  if (config_.run.eval_lengths.empty()) return;
+  NoGradGuard no_grad;
+  model_->eval();
+  const EvalSettings s{config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+  const GreedyDecoder decode = greedy_decoder(*model_);
+  length_evals_ = tri::evaluate_lengths(config_.task, config_.run.eval_lengths,
+                                        [&](const Batch& b) { return model_->forward(b.inputs); }, s, &decode);
+  model_->train();
+  for (const EvalResult& r : length_evals_) {
+    std::string line = "length " + std::to_string(r.seq_len) + ": token_acc " + fmt("%.4f", r.score.token_acc) +
+                       "  seq_acc " + fmt("%.4f", r.score.seq_acc);
+    for (const auto& [name, a] : r.extra) line += "  " + name + " " + fmt("%.4f", a.value());
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 CheckpointData Trainer::checkpoint_data() const {
   CheckpointData d;
   d.step = step_;
@@ -186,7 +220,12 @@ void Trainer::write_summary(const std::string& status) const {
   j["params_fnv1a"] = hex64(model_->parameters_fnv1a());
   j["elapsed_s"] = sec;
   j["tokens_per_s"] = sec > 0 ? double(tokens_seen_) / sec : NAN;
+  j["ms_per_step"] = interval_ms_.empty() ? Json() : Json(median_of(interval_ms_));  // this invocation's
   j["peak_memory_bytes"] = memory_peak_bytes();
+  j["chance_token_acc"] = config_.task.behaviour().chance_accuracy(config_.task);
+  Json lengths = Json::array();
+  for (const EvalResult& r : length_evals_) lengths.push_back(length_json(r));
+  j["lengths"] = lengths;
   j["config"] = config_json(config_);
   write_text_atomically(dir_ + "/summary.json", j.dump(2) + "\n");
 }
@@ -241,6 +280,7 @@ int Trainer::run(int64_t stop_at) {
                    double(interval_steps * B * T) / sec, elapsed()};
     if (log_due) {
       log.append(row);
+      interval_ms_.push_back(row.ms_per_step);
       interval_start = Clock::now();
       interval_steps = 0;
     }
@@ -278,6 +318,7 @@ int Trainer::run(int64_t stop_at) {
   }
   if (status == "paused") save_checkpoint();
   progress.finish();
+  if (status == "finished" || status == "early_stop") evaluate_lengths_at_end();
   write_summary(status);
 
   std::printf("%s at step %lld/%lld", status.c_str(), (long long)step_, (long long)rs.steps);

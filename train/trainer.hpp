@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/evaluate.hpp"
 #include "framework/optim.hpp"
@@ -60,9 +61,12 @@ class Trainer {
   double last_loss_ = NAN;
   EvalResult last_eval_;
   int64_t last_eval_step_ = -1;
+  std::vector<double> interval_ms_;     // ms per step of each logged interval
+  std::vector<EvalResult> length_evals_;  // at --eval-lengths, once the run is complete
 
   double elapsed() const;
   EvalResult evaluate();
+  void evaluate_lengths_at_end();
   CheckpointData checkpoint_data() const;
   void save_checkpoint();
   void write_summary(const std::string& status) const;

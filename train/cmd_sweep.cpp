@@ -1,0 +1,280 @@
+// trilemma sweep GRID --out DIR: every run of a grid (train/sweep_grid.hpp), each an ordinary
+// `trilemma train` process with its folder DIR/runs/<id>/, --jobs at a time, and the results
+// table DIR/results.{jsonl,csv} rewritten as runs end (train/sweep_results.hpp).
+//
+// Re-running skips finished runs and resumes interrupted ones from their last.h5; a run that
+// fails is recorded with its one-line error and the sweep goes on. --shard i/n takes runs
+// i, i+n, i+2n, ... (1-based), so n machines (a Slurm job array) share one grid; their run
+// folders merge into one results table (--results-only rebuilds it from what is on disk).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "framework/runtime.hpp"
+#include "train/atomic_file.hpp"
+#include "train/cli.hpp"
+#include "train/cli_options.hpp"
+#include "train/sweep_results.hpp"
+
+namespace tri::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile std::sig_atomic_t g_sweep_signal = 0;
+extern "C" void on_sweep_signal(int sig) { g_sweep_signal = sig; }
+
+struct Shard {
+  int64_t index = 1, count = 1;  // runs index-1, index-1+count, ... (0-based positions)
+  bool takes(size_t position) const { return int64_t(position % size_t(count)) == index - 1; }
+};
+
+Shard parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  const auto i = parse_integer(text.substr(0, slash)), n = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(slash + 1));
+  if (!i || !n || *n < 1 || *i < 1 || *i > *n)
+    throw UsageError("--shard '" + text + "' (allowed: i/n with 1 <= i <= n, e.g. 2/4)");
+  return {*i, *n};
+}
+
+TextMap parse_sets(const std::vector<std::string>& sets) {
+  TextMap out;
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw UsageError("--set '" + s + "' (allowed: key=value, e.g. --set steps=100)");
+    out[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return out;
+}
+
+// The last "trilemma: ..." line of a run's log: its one-line error.
+std::string error_line(const std::string& log, int status) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.rfind("trilemma: ", 0) == 0) last = line.substr(10);
+  if (!last.empty()) return last;
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+// One `trilemma train` child: a new run from its config file, or a resumed one.
+pid_t launch(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // the sweep alone forwards a stop signal, once, to each run
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+    execv("/proc/self/exe", argv.data());
+    std::fprintf(stderr, "trilemma: cannot start %s: %s\n", args[0].c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+struct Job {
+  const SweepRun* run;
+  std::chrono::steady_clock::time_point started;
+};
+
+class SweepRunner {
+ public:
+  SweepRunner(const Grid& grid, std::string dir, int64_t jobs, int64_t threads)
+      : grid_(grid), dir_(std::move(dir)), jobs_(jobs), threads_(threads) {}
+
+  // Runs `todo` in order; the exit code (0, or 128 + a stop signal).
+  int run(const std::vector<const SweepRun*>& todo) {
+    // Without SA_RESTART, so that a stop signal interrupts waitpid and is forwarded at once.
+    struct sigaction sa = {};
+    sa.sa_handler = on_sweep_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    size_t next = 0;
+    while (next < todo.size() || !running_.empty()) {
+      while (g_sweep_signal == 0 && next < todo.size() && int64_t(running_.size()) < jobs_) start(*todo[next++]);
+      if (running_.empty()) break;
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid < 0) {
+        if (errno == EINTR) {
+          forward_stop();
+          continue;
+        }
+        throw Error(std::string("waitpid failed: ") + std::strerror(errno));
+      }
+      finish(pid, status);
+    }
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    return g_sweep_signal ? 128 + int(g_sweep_signal) : 0;
+  }
+
+  int failed() const { return failed_; }
+
+ private:
+  const Grid& grid_;
+  std::string dir_;
+  int64_t jobs_, threads_;
+  std::map<pid_t, Job> running_;
+  bool forwarded_ = false;
+  int failed_ = 0, finished_ = 0;
+
+  void start(const SweepRun& r) {
+    const std::string folder = run_folder(dir_, r.id);
+    std::vector<std::string> args = {"trilemma", "train"};
+    std::error_code ec;
+    if (fs::exists(folder + "/last.h5")) {
+      args.insert(args.end(), {"--resume", folder});
+    } else {
+      fs::remove_all(folder, ec);  // started but never checkpointed: nothing to keep
+      RunConfig c = r.config;
+      c.run.out = folder;
+      c.run.run_name = r.id;
+      TextMap text;
+      write_text(c, text);
+      const std::string config = dir_ + "/configs/" + r.id + ".ini";
+      write_text_atomically(config, config_file_text(text));
+      args.insert(args.end(), {"--config", config});
+    }
+    args.insert(args.end(), {"--threads", std::to_string(threads_), "--progress", "none"});
+    const std::string log = log_path(dir_, r.id);
+    std::ofstream(log, std::ios::app) << "== " << joined(args, " ") << "\n";
+    std::printf("start  %s%s\n", r.id.c_str(), args[2] == "--resume" ? " (resumed from last.h5)" : "");
+    running_[launch(args, log)] = {&r, std::chrono::steady_clock::now()};
+  }
+
+  void finish(pid_t pid, int status) {
+    auto it = running_.find(pid);
+    if (it == running_.end()) return;
+    const SweepRun& r = *it->second.run;
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
+    running_.erase(it);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool stopped = forwarded_ && WIFEXITED(status) && WEXITSTATUS(status) > 128;
+    std::error_code ec;
+    std::string outcome;
+    if (ok) {
+      fs::remove(error_path(dir_, r.id), ec);
+      ++finished_;
+      outcome = run_status(dir_, r.id);
+      const Json row = result_row(r, dir_, grid_);
+      if (row["final"].is_object() && row["final"]["token_acc"].is_number())
+        outcome += ", eval token_acc " + number_text(row["final"]["token_acc"].get<double>());
+    } else if (stopped) {
+      outcome = "interrupted (resumes on the next sweep)";
+    } else {
+      ++failed_;
+      const std::string error = error_line(log_path(dir_, r.id), status);
+      write_text_atomically(error_path(dir_, r.id), error + "\n");
+      outcome = "FAILED: " + error;
+    }
+    std::printf("done   %s: %s (%.0f s)\n", r.id.c_str(), outcome.c_str(), sec);
+    std::fflush(stdout);
+    write_results(dir_, grid_);
+  }
+
+  void forward_stop() {
+    if (g_sweep_signal == 0 || forwarded_) return;
+    forwarded_ = true;
+    std::printf("stopping: each running run checkpoints and stops; the next sweep resumes them\n");
+    for (const auto& [pid, job] : running_) kill(pid, SIGTERM);
+  }
+};
+
+}  // namespace
+
+void sweep_options(CommandOptions& o) {
+  o.named.add_options()
+      ("grid", po::value<std::string>()->value_name("GRID"), "the grid file (key = value lines, lists of values, [sections])")
+      ("out", po::value<std::string>()->value_name("DIR"), "the sweep folder (runs/, logs/, results.jsonl, results.csv)")
+      ("jobs", po::value<int64_t>()->value_name("N")->default_value(1),
+       "runs at once; each gets threads/N threads (jobs x threads never exceeds --threads)")
+      ("shard", po::value<std::string>()->value_name("I/N")->default_value("1/1"),
+       "run only the I-th of N slices of the grid (runs I, I+N, ...), e.g. a job array's task")
+      ("set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
+       "override an option in every run (repeatable), e.g. --set steps=100")
+      ("results-only", po::bool_switch(), "rebuild results.jsonl and results.csv from the run folders; run nothing")
+      ("dry-run", po::bool_switch(), "list the runs and their status; run nothing");
+  o.positional.add("grid", 1);
+}
+
+int run_sweep(const po::variables_map& vm) {
+  if (!vm.count("grid")) throw UsageError("missing the grid file (usage: trilemma sweep GRID --out DIR)");
+  if (!vm.count("out")) throw UsageError("missing --out DIR (the sweep folder)");
+  const std::string grid_path = vm["grid"].as<std::string>(), dir = vm["out"].as<std::string>();
+  const Shard shard = parse_shard(vm["shard"].as<std::string>());
+  const TextMap sets = parse_sets(vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{});
+  RuntimeConfig runtime;
+  read_given(vm, runtime);
+  resolve_zeros(runtime);
+  const int64_t jobs = vm["jobs"].as<int64_t>();
+  if (jobs < 1 || jobs > runtime.threads)
+    throw UsageError("--jobs " + std::to_string(jobs) + " is out of range (allowed: 1.." +
+                     std::to_string(runtime.threads) + ", at most --threads " + std::to_string(runtime.threads) +
+                     ", so that jobs x threads never exceeds the cores)");
+  const Grid grid = as_usage_error([&] { return read_grid(grid_path, sets); });
+
+  std::vector<const SweepRun*> mine, todo;
+  for (size_t i = 0; i < grid.runs.size(); ++i)
+    if (shard.takes(i)) mine.push_back(&grid.runs[i]);
+  std::map<std::string, int> by_status;
+  for (const SweepRun* r : mine) {
+    const std::string status = run_status(dir, r->id);
+    ++by_status[status];
+    if (!is_done(status)) todo.push_back(r);
+  }
+  std::string counts;
+  for (const auto& [status, n] : by_status) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+  std::printf("sweep %s: %zu runs in %zu section(s)%s; shard %lld/%lld: %zu runs (%s)\n", grid_path.c_str(),
+              grid.runs.size(), grid.sections.size(),
+              grid.duplicates ? (", " + std::to_string(grid.duplicates) + " duplicate entries merged").c_str() : "",
+              (long long)shard.index, (long long)shard.count, mine.size(), counts.c_str());
+  if (vm["dry-run"].as<bool>()) {
+    for (const SweepRun* r : mine)
+      std::printf("  %-36s %-12s %s\n", r->id.c_str(), run_status(dir, r->id).c_str(), r->section.c_str());
+    return 0;
+  }
+  for (const char* sub : {"runs", "logs", "configs"}) {
+    std::error_code ec;
+    fs::create_directories(dir + "/" + sub, ec);
+    if (ec) throw Error("cannot create " + dir + "/" + sub + ": " + ec.message());
+  }
+  Json meta = {{"grid", grid_path},
+               {"command", "trilemma sweep " + grid_path + " --out " + dir},
+               {"runs", grid.runs.size()},
+               {"sections", grid.sections},
+               {"varying", grid.varying}};
+  write_text_atomically(dir + "/sweep.json", meta.dump(2) + "\n");
+  if (vm["results-only"].as<bool>()) {
+    write_results(dir, grid);
+    std::printf("results: %s/results.jsonl, %s/results.csv\n", dir.c_str(), dir.c_str());
+    return 0;
+  }
+  const int64_t threads = std::max<int64_t>(1, runtime.threads / jobs);
+  std::printf("%s\nrunning %zu runs, %lld at a time with %lld thread(s) each\n", runtime_summary().c_str(),
+              todo.size(), (long long)jobs, (long long)threads);
+  SweepRunner runner(grid, dir, jobs, threads);
+  const int code = runner.run(todo);
+  write_results(dir, grid);
+  std::printf("results: %s/results.jsonl, %s/results.csv%s\n", dir.c_str(), dir.c_str(),
+              runner.failed() ? (" (" + std::to_string(runner.failed()) + " failed: see the error column)").c_str() : "");
+  return code != 0 ? code : runner.failed() ? 1 : 0;
+}
+
+}  // namespace tri::cli
