@@ -58,9 +58,10 @@ class CopyTask : public TaskOptions {
 
   double chance_accuracy(const TaskConfig&) const override { return 1.0 / double(alphabet); }
 
-  // Jelassi et al. score each string length on its own: at length T every string has exactly
-  // (T-3)/2 symbols, the most the row holds.
+  // Jelassi et al. score each string length on its own: at another length T than the run's,
+  // every string has exactly (T-3)/2 symbols, the most the row holds.
   void set_length(TaskConfig& c, int64_t seq_len) const override {
+    if (seq_len == c.length()) return;
     c.seq_len = seq_len;
     auto& o = static_cast<CopyTask&>(*c.options);
     o.min_len = o.max_len = std::max<int64_t>(1, (seq_len - 3) / 2);

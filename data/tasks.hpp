@@ -89,7 +89,8 @@ class TaskOptions : public Options {
   // the V/2 value ids); the level an accuracy is read against.
   virtual double chance_accuracy(const TaskConfig& c) const = 0;
   // The task at another sequence length, for length generalisation: by default the same kind
-  // of row in a longer (or shorter) sequence; copy makes its string fill the sequence.
+  // of row in a longer (or shorter) sequence; copy, at another length than its own, makes
+  // every string fill the sequence.
   virtual void set_length(TaskConfig& c, int64_t seq_len) const;
 };
 

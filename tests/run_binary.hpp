@@ -1,6 +1,7 @@
 // Running the built trilemma binary from a test: a private scratch folder and a run()
 // that captures exit code, stdout and stderr.
 #pragma once
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace trilemma_test {
 
@@ -68,6 +70,31 @@ inline std::string capture(const std::string& cmd) {
   pclose(p);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
+}
+
+// The value of a top-level key in a JSON file, as Python's json module prints it.
+inline std::string json_value(const fs::path& file, const std::string& key) {
+  const std::string cmd = "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+                          "print(json.dumps(d.get(sys.argv[2])))' '" + file.string() + "' '" + key + "'";
+  return capture(cmd);
+}
+
+// Starts the binary in the background with output to files and `env` (NAME=value) added to its
+// environment; returns its pid.
+inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log, const std::string& env = "") {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv{const_cast<char*>(TRILEMMA_BINARY)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(TRILEMMA_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace trilemma_test

@@ -36,13 +36,6 @@ std::string small_run(const std::string& model, const fs::path& out, const std::
   return s;
 }
 
-// The value of a top-level key in a JSON file, as Python's json module prints it.
-std::string json_value(const fs::path& file, const std::string& key) {
-  const std::string cmd = "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
-                          "print(json.dumps(d.get(sys.argv[2])))' '" + file.string() + "' '" + key + "'";
-  return capture(cmd);
-}
-
 // Metrics without the timing columns (ms_per_step, tokens_per_s, elapsed_s), which no two
 // runs share; everything else must match bit for bit.
 std::string metrics_without_timing(const fs::path& csv) {
@@ -78,23 +71,6 @@ bool no_temporary_files(const fs::path& dir) {
   return true;
 }
 
-// Starts the binary in the background with output to files and `env` (NAME=value) added to its
-// environment; returns its pid.
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log, const std::string& env = "") {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv{const_cast<char*>(TRILEMMA_BINARY)};
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(TRILEMMA_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
 
 }  // namespace
 
