@@ -28,6 +28,8 @@ class InductionTask : public TaskOptions {
     r.score(T - 1, r.x[p + 1]);
   }
 
+  int64_t recall_source(const int32_t* x, int64_t t) const override { return after_first_occurrence(x, t); }
+
   std::string legend(const TaskConfig& c) const override {
     return "trigger 0, content 1.." + std::to_string(c.vocab_size() - 1);
   }

@@ -84,6 +84,8 @@ class MqarTask : public TaskOptions {
     }
   }
 
+  int64_t recall_source(const int32_t* x, int64_t t) const override { return after_first_occurrence(x, t); }
+
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     return "keys 1.." + std::to_string(V / 2 - 1) + ", values " + std::to_string(V / 2) + ".." +

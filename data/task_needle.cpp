@@ -46,6 +46,8 @@ class NeedleTask : public TaskOptions {
     r.group = distance;
   }
 
+  int64_t recall_source(const int32_t* x, int64_t t) const override { return after_first_occurrence(x, t); }
+
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     auto n = [](int64_t v) { return std::to_string(v); };

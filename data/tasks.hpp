@@ -85,7 +85,15 @@ class TaskOptions : public Options {
   // the caller does not decode (then metrics that need it are left out).
   virtual void extra_scores(const TaskConfig&, const Batch&, const Tensor& /*logits*/,
                             const GreedyDecoder* /*decode*/, ExtraScores&) const {}
+
+  // For attention maps: the earlier input position holding what scored position t of a row
+  // (inputs x) recalls, e.g. mqar's value after the matching key; -1 when the task names none.
+  virtual int64_t recall_source(const int32_t* /*x*/, int64_t /*t*/) const { return -1; }
 };
+
+// The position right after the first earlier occurrence of x[t] (-1 if none): the recall source
+// of mqar, induction and needle, whose query token repeats the token before the answer.
+int64_t after_first_occurrence(const int32_t* x, int64_t t);
 
 struct TaskSpec {
   std::string name;     // the --task value
