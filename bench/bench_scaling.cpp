@@ -186,6 +186,8 @@ int bench_scaling(const po::variables_map& vm) {
               s.repeats});
     }
     const std::vector<double> decode_ms = decode_ms_per_token(decoder, s);
+    // A growing KV cache leaves blocks of every length in the tensor cache: give them back.
+    memory_release_cache();
     for (size_t i = 0; i < s.lens.size(); ++i)
       report({cfg.family, "decode", cfg.pos, s.lens[i], 1, decode_ms[i], std::nullopt, decoder.state_bytes(s.lens[i]),
               s.decode_tokens});
