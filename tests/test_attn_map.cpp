@@ -4,7 +4,8 @@
 //  - the recorded forward (naive kernel through the probes) gives the fused forward's logits,
 //    for every position encoding attention takes, and leaves the probes cleared;
 //  - the recall table names every head; without gnuplot the PNG is skipped with one line;
-//  - a Mamba checkpoint and a layer out of range are refused with one line.
+//  - a Mamba checkpoint and a layer out of range are refused with one line;
+//  - the tasks' recall sources hold the scored target (mqar, induction, needle).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tasks.hpp"
 #include "framework/autograd.hpp"
 #include "framework/rng.hpp"
 #include "models/attention.hpp"
@@ -181,4 +183,31 @@ TEST_CASE("attn-map: a Mamba checkpoint and a layer out of range are refused wit
   CHECK(layer.code == 2);
   CHECK(count_lines(layer.err) == 1);
   CHECK(layer.err.find("--layer 2") != std::string::npos);
+}
+
+TEST_CASE("attn-map: the recall source of mqar, induction and needle holds the target, before the query") {
+  for (const char* name : {"mqar", "induction", "needle"}) {
+    INFO(name);
+    tri::TaskConfig task = tri::TaskConfig::of(name);
+    task.vocab = 64;
+    task.seq_len = 40;
+    if (std::string(name) == "needle") tri::read_text(task, {{"distance", "4,16,30"}}, false);
+    const tri::Batch b = tri::make_batch(task, tri::stream_seed(0, "eval"), 0, 12);
+    int64_t scored = 0;
+    for (int64_t row = 0; row < 12; ++row) {
+      const int32_t* x = b.inputs.data() + row * 40;
+      for (int64_t t = 0; t < 40; ++t) {
+        if (!b.mask[size_t(row * 40 + t)]) continue;
+        const int64_t s = task.behaviour().recall_source(x, t);
+        REQUIRE(s >= 1);
+        CHECK(s < t);
+        CHECK(x[s] == b.targets.data()[row * 40 + t]);
+        ++scored;
+      }
+    }
+    CHECK(scored >= 12);
+  }
+  tri::TaskConfig copy = tri::TaskConfig::of("copy");
+  const int32_t x[4] = {1, 2, 1, 2};
+  CHECK(copy.behaviour().recall_source(x, 2) == -1);  // copy names none
 }
