@@ -3,23 +3,51 @@
 // size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "train/cli.hpp"
 
+namespace tri {
+struct ModelConfig;
+}
+
 namespace tri::cli {
 
 // A list option of sizes (integers 1..16384, comma-separated); UsageError naming it otherwise.
-std::vector<int64_t> bench_sizes(const po::variables_map& vm, const std::string& option);
+// `fallback` is the benchmark's own default, for options whose default differs per benchmark.
+std::vector<int64_t> bench_sizes(const po::variables_map& vm, const std::string& option,
+                                 const std::string& fallback = "");
+// --repeats, or the benchmark's own default.
+int bench_repeats(const po::variables_map& vm, int fallback);
 // The 1-minute load average when a benchmark starts: well above what the machine just ran means
 // other processes share the cores, and the numbers (2-thread ones most: OpenMP barriers stall
 // when a core is taken) are not to be trusted.
 double load_average();
 double median(std::vector<double> v);
 
+// One training step's cost: the median time of the timed runs, and the peak extra tensor
+// memory (the high-water mark of tensor storage during a run above what was live before it, so
+// it counts activations, saved tensors and gradients, not the parameters).
+struct StepCost {
+  double ms;
+  int64_t peak_bytes;
+};
+// Runs `step` once to warm up (caches, lazily made optimizer state), then `repeats` timed times.
+StepCost measure_step(const std::function<void()>& step, int repeats);
+
+// Forward + backward of the mixer `cfg` makes, alone, on x ~ N(0, 1) [B, T, d_model]
+// (bench_mixers.cpp); with the mixer's parameter count and recurrent state per sequence.
+struct MixerCost {
+  StepCost cost;
+  int64_t params, state_bytes;
+};
+MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats);
+
 int bench_gemm(const po::variables_map& vm);
 int bench_mixers(const po::variables_map& vm);
 int bench_data(const po::variables_map& vm);
+int bench_scaling(const po::variables_map& vm);
 
 }  // namespace tri::cli

@@ -158,7 +158,7 @@ Json gemm_json(const std::vector<GemmResult>& results, int repeats, double min_t
 
 int bench_gemm(const po::variables_map& vm) {
   const std::vector<int64_t> sizes = bench_sizes(vm, "sizes");
-  const int repeats = vm["repeats"].as<int>();
+  const int repeats = bench_repeats(vm, 5);
   const double min_time = vm["min-time"].as<double>();
   const bool json = vm["json"].as<bool>();
 

@@ -1,9 +1,6 @@
 // trilemma bench mixers: forward+backward time and peak extra memory of each sequence mixer
 // at several sequence lengths, and of the two attention kernels (fused vs naive) on their own.
-// Peak memory is the high-water mark of tensor storage during one step, above what was live
-// before it (framework/tensor.hpp), so it counts activations, saved tensors and gradients.
-#include <algorithm>
-#include <chrono>
+// Peak memory: StepCost (bench.hpp). measure_mixer, the mixer alone, is shared with `bench scaling`.
 #include <cstdio>
 
 #include "framework/attention.hpp"
@@ -18,28 +15,6 @@
 namespace tri::cli {
 
 namespace {
-struct StepCost {
-  double ms;      // median
-  double peak_mb; // peak extra tensor memory of one forward+backward
-};
-
-// Times fwd_bwd (one forward and backward) `repeats` times after one warm-up run.
-template <class F>
-StepCost measure_step(F fwd_bwd, int repeats) {
-  fwd_bwd();
-  std::vector<double> ms;
-  double peak = 0;
-  for (int r = 0; r < repeats; ++r) {
-    const int64_t base = memory_live_bytes();
-    memory_reset_peak();
-    auto t0 = std::chrono::steady_clock::now();
-    fwd_bwd();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    peak = std::max(peak, double(memory_peak_bytes() - base) / (1 << 20));
-  }
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], peak};
-}
 
 struct Row {
   std::string what;
@@ -49,24 +24,16 @@ struct Row {
   int64_t params = 0, state_bytes = 0;  // mixers only: parameters, recurrent state per sequence
 };
 
+double mb(int64_t bytes) { return double(bytes) / (1 << 20); }
+
 Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
   ModelConfig cfg = ModelConfig::of(family);
   cfg.d_model = D;
   if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = H;
   cfg.vocab = 16;
   cfg.max_seq_len = T;
-  Rng rng(1);
-  std::unique_ptr<Mixer> mixer = make_mixer(cfg, rng);
-  Tensor x = init_normal(Shape{B, T, D}, rng, 0.f, 1.f).requires_grad_();
-  StepCost c = measure_step(
-      [&] {
-        backward(mean(mixer->forward(x)));
-        mixer->zero_grad();
-        x.zero_grad();
-      },
-      repeats);
-  return {family + " mixer", T, c, double(B * T) / (c.ms * 1e-3), mixer->num_parameters(),
-          mixer->state_bytes(T)};
+  const MixerCost m = measure_mixer(cfg, B, T, repeats);
+  return {family + " mixer", T, m.cost, double(B * T) / (m.cost.ms * 1e-3), m.params, m.state_bytes};
 }
 
 Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
@@ -86,10 +53,24 @@ Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repea
 }
 }  // namespace
 
+MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats) {
+  Rng rng(1);
+  std::unique_ptr<Mixer> mixer = make_mixer(cfg, rng);
+  Tensor x = init_normal(Shape{B, T, cfg.d_model}, rng, 0.f, 1.f).requires_grad_();
+  const StepCost c = measure_step(
+      [&] {
+        backward(mean(mixer->forward(x)));
+        mixer->zero_grad();
+        x.zero_grad();
+      },
+      repeats);
+  return {c, mixer->num_parameters(), mixer->state_bytes(T)};
+}
+
 int bench_mixers(const po::variables_map& vm) {
-  const std::vector<int64_t> lens = bench_sizes(vm, "seq-lens");
+  const std::vector<int64_t> lens = bench_sizes(vm, "seq-lens", "1024,2048,4096");
   const int64_t B = vm["batch"].as<int>(), D = vm["d-model"].as<int>(), H = vm["heads"].as<int>();
-  const int repeats = vm["repeats"].as<int>();
+  const int repeats = bench_repeats(vm, 5);
   const bool json = vm["json"].as<bool>(), naive = vm["naive"].as<bool>();
   if (D % H != 0)
     throw UsageError("--d-model " + std::to_string(D) + " must be divisible by --heads " + std::to_string(H));
@@ -103,7 +84,7 @@ int bench_mixers(const po::variables_map& vm) {
     rows.push_back(r);
     if (!json) {
       std::printf("%-26s %6lld %10.2f %12.0f %12.1f %10lld %12lld\n", r.what.c_str(), (long long)r.T,
-                  r.cost.ms, r.tokens_per_s, r.cost.peak_mb, (long long)r.params, (long long)r.state_bytes);
+                  r.cost.ms, r.tokens_per_s, mb(r.cost.peak_bytes), (long long)r.params, (long long)r.state_bytes);
       std::fflush(stdout);
     }
   };
@@ -118,7 +99,7 @@ int bench_mixers(const po::variables_map& vm) {
               {"rows", Json::array()}};
     for (const Row& r : rows)
       j["rows"].push_back({{"what", r.what}, {"T", r.T}, {"ms", r.cost.ms}, {"tokens_per_s", r.tokens_per_s},
-                           {"peak_mb", r.cost.peak_mb}, {"params", r.params}, {"state_bytes", r.state_bytes}});
+                           {"peak_mb", mb(r.cost.peak_bytes)}, {"params", r.params}, {"state_bytes", r.state_bytes}});
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;

@@ -29,6 +29,7 @@ class InductionTask : public TaskOptions {
   }
 
   double chance_accuracy(const TaskConfig& c) const override { return 1.0 / double(c.vocab_size() - 1); }
+  int64_t recall_source(const int32_t* x, int64_t t) const override { return after_first_occurrence(x, t); }
 
   std::string legend(const TaskConfig& c) const override {
     return "trigger 0, content 1.." + std::to_string(c.vocab_size() - 1);

@@ -89,6 +89,7 @@ class MqarTask : public TaskOptions {
   double chance_accuracy(const TaskConfig& c) const override {
     return 1.0 / double(c.vocab_size() - c.vocab_size() / 2);
   }
+  int64_t recall_source(const int32_t* x, int64_t t) const override { return after_first_occurrence(x, t); }
 
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();

@@ -116,4 +116,10 @@ AnswerSpan answer_span(const Batch& batch, int64_t row) {
   return {first + 1, n};
 }
 
+int64_t after_first_occurrence(const int32_t* x, int64_t t) {
+  for (int64_t s = 0; s + 1 < t; ++s)
+    if (x[s] == x[t]) return s + 1;
+  return -1;
+}
+
 }  // namespace tri

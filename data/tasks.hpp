@@ -92,7 +92,15 @@ class TaskOptions : public Options {
   // of row in a longer (or shorter) sequence; copy, at another length than its own, makes
   // every string fill the sequence.
   virtual void set_length(TaskConfig& c, int64_t seq_len) const;
+
+  // For attention maps: the earlier input position holding what scored position t of a row
+  // (inputs x) recalls, e.g. mqar's value after the matching key; -1 when the task names none.
+  virtual int64_t recall_source(const int32_t* /*x*/, int64_t /*t*/) const { return -1; }
 };
+
+// The position right after the first earlier occurrence of x[t] (-1 if none): the recall source
+// of mqar, induction and needle, whose query token repeats the token before the answer.
+int64_t after_first_occurrence(const int32_t* x, int64_t t);
 
 struct TaskSpec {
   std::string name;     // the --task value

@@ -4,6 +4,7 @@
 #include "framework/autograd.hpp"
 #include "framework/positions.hpp"
 #include "models/family.hpp"
+#include "models/lm.hpp"
 
 namespace tri {
 
@@ -53,7 +54,8 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
     q = rope(q, 0);
     k = rope(k, 0);
   }
-  Tensor o = attention(q, k, v, options_for(cfg));  // [B, T, H, Dh]
+  Tensor o = probe ? attention_naive(q, k, v, options_for(cfg), probe)
+                   : attention(q, k, v, options_for(cfg));  // [B, T, H, Dh]
   return out_proj(merge_heads(o));
 }
 
@@ -84,6 +86,27 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
 
 int64_t MultiHeadAttention::state_bytes(int64_t T) const {  // K and V rows of T tokens
   return 2 * T * cfg.d_model * int64_t(sizeof(float));
+}
+
+AttentionRecording record_attention(LanguageModel& model, const IntTensor& ids) {
+  std::vector<MultiHeadAttention*> mixers;
+  for (const auto& layer : model.layers) {
+    auto* a = dynamic_cast<MultiHeadAttention*>(layer->mixer.get());
+    if (!a) throw Error("attention maps need model attention (this model is " + model.config().family + ")");
+    mixers.push_back(a);
+  }
+  AttentionRecording r;
+  r.probs.resize(mixers.size());
+  struct ClearProbes {  // also when forward throws
+    std::vector<MultiHeadAttention*>& m;
+    ~ClearProbes() {
+      for (MultiHeadAttention* a : m) a->probe = nullptr;
+    }
+  } clear{mixers};
+  for (size_t i = 0; i < mixers.size(); ++i) mixers[i]->probe = &r.probs[i];
+  NoGradGuard no_grad;
+  r.logits = model.forward(ids);
+  return r;
 }
 
 }  // namespace tri

@@ -10,9 +10,13 @@
 //   ALiBi (Press et al. 2021, §3)     score - m_h (i - j), m_h = alibi_slopes(H)
 // Recurrent form: a KV cache; one step appends the new k, v row and attends with Tq = 1.
 #pragma once
+#include <vector>
+
 #include "models/layers.hpp"
 
 namespace tri {
+
+class LanguageModel;
 
 class MultiHeadAttention : public HeadMixer {
  public:
@@ -21,6 +25,20 @@ class MultiHeadAttention : public HeadMixer {
   std::unique_ptr<MixerState> new_state(int64_t batch) const override;
   Tensor step(const Tensor& x, MixerState& state) override;
   int64_t state_bytes(int64_t T) const override;  // the K and V rows of T tokens
+
+  // For attention maps: when set, forward runs the naive kernel on the same (RoPE'd) q and k,
+  // with the same scale, causal mask and ALiBi, and stores the probabilities [B, H, T, T] here.
+  // Null (the fused kernel, no T x T tensor) unless set.
+  Tensor* probe = nullptr;
 };
+
+// Attention probabilities of one forward pass of an attention-family model, recorded through
+// every layer's probe (cleared again on return), without recording on the tape.
+struct AttentionRecording {
+  Tensor logits;              // [B, T, V], the forward's output
+  std::vector<Tensor> probs;  // per layer: [B, H, T, T], rows sum to 1, zero above the diagonal
+};
+// An Error naming the family when the model's layers are not MultiHeadAttention.
+AttentionRecording record_attention(LanguageModel& model, const IntTensor& ids);
 
 }  // namespace tri

@@ -91,5 +91,7 @@ void eval_options(CommandOptions& o);
 int run_eval(const po::variables_map& vm);
 void generate_options(CommandOptions& o);
 int run_generate(const po::variables_map& vm);
+void attn_map_options(CommandOptions& o);
+int run_attn_map(const po::variables_map& vm);
 
 }  // namespace tri::cli

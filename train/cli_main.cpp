@@ -27,11 +27,13 @@ const Command kCommands[] = {
      eval_options, run_eval},
     {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",
      generate_options, run_generate},
+    {"attn-map", "per-head attention heat maps of an attention checkpoint on one row (gnuplot PNG); --data",
+     attn_map_options, run_attn_map},
     {"demo", "the default training run: a small ConvLM learns the lag task", demo_options, run_demo},
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
      inspect_options, run_inspect},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
-    {"bench", "run a benchmark (gemm, mixers, data)", bench_options, run_bench},
+    {"bench", "run a benchmark (gemm, mixers, data, scaling)", bench_options, run_bench},
     {"data", "show rows of a synthetic task", data_options, run_data},
 };
 

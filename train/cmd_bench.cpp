@@ -17,7 +17,8 @@ struct Benchmark {
   int (*run)(const po::variables_map&);
 };
 // Adding a benchmark: one row here and its function in bench/.
-const Benchmark kBenchmarks[] = {{"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}};
+const Benchmark kBenchmarks[] = {
+    {"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}, {"scaling", bench_scaling}};
 
 std::string benchmark_names() {
   std::string s;
@@ -45,25 +46,35 @@ void bench_options(CommandOptions& o) {
       ("sizes", po::value<std::string>()->value_name("LIST")->default_value("256,512,1024,2048")
                     ->notifier([](const std::string& s) { check_sizes("sizes", s); }),
        "gemm: square sizes, comma-separated")
-      ("seq-lens", po::value<std::string>()->value_name("LIST")->default_value("1024,2048,4096")
+      ("seq-lens", po::value<std::string>()->value_name("LIST")
                        ->notifier([](const std::string& s) { check_sizes("seq-lens", s); }),
-       "mixers: sequence lengths, comma-separated")
+       "mixers, scaling: sequence lengths, comma-separated; default 1024,2048,4096 (mixers), "
+       "256,512,1024,2048,4096 (scaling)")
       ("batch", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("batch", 1, 1024)),
-       "mixers: batch size")
+       "mixers, scaling: batch size (scaling decodes one sequence)")
       ("d-model", po::value<int>()->value_name("N")->default_value(128)->notifier(in_range("d-model", 1, 8192)),
-       "mixers: model width")
+       "mixers, scaling: model width")
       ("heads", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("heads", 1, 256)),
-       "mixers: attention heads")
+       "mixers, scaling: attention heads")
+      ("models", po::value<std::string>()->value_name("LIST")->default_value("attention,linear,mamba"),
+       "scaling: model families, comma-separated")
+      ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
+       "scaling: blocks per model")
+      ("decode-tokens", po::value<int>()->value_name("N")->default_value(16)
+                            ->notifier(in_range("decode-tokens", 1, 4096)),
+       "scaling: generated tokens timed at each context length")
+      ("out", po::value<std::string>()->value_name("FILE"),
+       "scaling: also write the measurements as JSON lines to FILE (atomically)")
       ("naive", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "mixers: also run the naive attention kernel (T x T memory) next to the fused one")
       ("model-shapes", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "gemm: also time the GEMMs of linear layers (forward, dx, dW) at typical model shapes")
-      ("repeats", po::value<int>()->value_name("N")->default_value(5)->notifier(in_range("repeats", 1, 1000)),
-       "timed runs per case; the median is reported")
+      ("repeats", po::value<int>()->value_name("N")->notifier(in_range("repeats", 1, 1000)),
+       "timed runs per case; the median is reported; default 5 (scaling: 3)")
       ("min-time", po::value<double>()->value_name("SEC")->default_value(0.2, "0.2")
                        ->notifier(in_range("min-time", 0.001, 60.0)),
        "minimum duration of one timed run, in seconds")
-      ("json", po::bool_switch(), "print one JSON object instead of a table");
+      ("json", po::bool_switch(), "print one JSON object instead of a table (scaling: JSON lines)");
   o.positional.add("benchmark", 1);
 }
 

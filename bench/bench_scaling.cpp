@@ -1,0 +1,202 @@
+// trilemma bench scaling: the book's complexity columns, measured. For each model family and
+// sequence length T, three rows:
+//   model   one training step of a whole LanguageModel on a batch of the induction task
+//           (forward, cross-entropy, backward, clipping, AdamW), and its peak extra memory;
+//   mixer   forward + backward of one mixer alone (bench mixers' measure_mixer);
+//   decode  the time per generated token once the recurrent state holds T tokens (KV cache,
+//           (S, z), (conv state, h)), one sequence, fed token by token through step().
+// The families share d_model, layers and heads; no MLP, so the blocks differ by the mixer only;
+// RoPE where the family takes it (attention, linear), else no positions (Mamba): any T works.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+#include "bench/bench.hpp"
+#include "data/tasks.hpp"
+#include "framework/argmax.hpp"
+#include "framework/autograd.hpp"
+#include "framework/optim.hpp"
+#include "framework/runtime.hpp"
+#include "models/family.hpp"
+#include "models/layers.hpp"
+#include "models/lm.hpp"
+#include "train/atomic_file.hpp"
+#include "train/run_config.hpp"
+
+namespace tri::cli {
+
+namespace {
+
+constexpr int64_t kVocab = 64;
+constexpr const char* kTask = "induction";  // its seq-len can be any T >= 4
+
+struct Settings {
+  std::vector<std::string> families;
+  std::vector<int64_t> lens;  // ascending
+  int64_t batch, d_model, n_layers, heads;
+  int repeats, decode_tokens;
+};
+
+struct Measurement {
+  std::string family, what, pos;
+  int64_t T, batch;
+  double ms;
+  std::optional<int64_t> peak_bytes;  // none for decode
+  int64_t state_bytes;                // the model's, per sequence, after T tokens
+  int repeats;                        // timings the median is taken over
+};
+
+std::vector<std::string> family_list(const std::string& text) {
+  std::vector<std::string> out;
+  const std::vector<std::string> known = family_names();
+  std::string allowed;
+  for (const std::string& f : known) allowed += (allowed.empty() ? "" : ", ") + f;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, comma - start);
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw UsageError("--models: unknown model '" + name + "' (allowed: " + allowed + ")");
+    out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
+ModelConfig scaling_model(const std::string& family, const Settings& s) {
+  ModelConfig cfg = ModelConfig::of(family);
+  cfg.vocab = kVocab;
+  cfg.d_model = s.d_model;
+  cfg.n_layers = s.n_layers;
+  cfg.mlp = "none";
+  const std::vector<std::string>& positions = cfg.spec().positions;
+  cfg.pos = std::find(positions.begin(), positions.end(), "rope") != positions.end() ? "rope" : "none";
+  if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = s.heads;
+  cfg.max_seq_len = s.lens.back() + s.decode_tokens;
+  return as_usage_error([&] { return cfg.checked(); });
+}
+
+Batch task_batch(int64_t T, int64_t rows) {
+  TaskConfig task = TaskConfig::of(kTask);
+  task.vocab = kVocab;
+  task.seq_len = T;
+  return make_batch(task, stream_seed(0, "train"), 0, rows);
+}
+
+StepCost model_step_cost(const ModelConfig& cfg, const Settings& s, int64_t T) {
+  LanguageModel model(cfg, 1);
+  const std::vector<Parameter> params = model.parameters();
+  AdamW opt(params);
+  const Batch batch = task_batch(T, s.batch);
+  return measure_step(
+      [&] {
+        backward(model.loss(batch.inputs, batch.targets));
+        clip_grad_norm(params, 1.0);
+        opt.step();
+        opt.zero_grad();
+      },
+      s.repeats);
+}
+
+// One pass of a single sequence through step(): fed the task's tokens up to each T (ascending),
+// then timed while it generates --decode-tokens tokens greedily. A T the pass has already gone
+// beyond starts from a fresh state.
+std::vector<double> decode_ms_per_token(LanguageModel& model, const Settings& s) {
+  const Batch prompt = task_batch(s.lens.back(), 1);
+  DecodeState state = model.new_decode_state(1);
+  Tensor logits;
+  auto feed = [&](int32_t token) { logits = model.step(IntTensor(Shape{1, 1}, {token}), state); };
+  std::vector<double> medians;
+  for (int64_t T : s.lens) {
+    if (state.pos > T) state = model.new_decode_state(1);
+    while (state.pos < T) feed(prompt.inputs.data()[state.pos]);
+    std::vector<double> ms;
+    for (int i = 0; i < s.decode_tokens; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      feed(int32_t(argmax(logits.data(), logits.size(-1))));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    medians.push_back(median(ms));
+  }
+  return medians;
+}
+
+Json measurement_json(const Measurement& m, const Settings& s) {
+  return {{"model", m.family},       {"what", m.what},
+          {"seq_len", m.T},          {"batch", m.batch},
+          {"d_model", s.d_model},    {"n_layers", s.n_layers},
+          {"ms", m.ms},              {"peak_bytes", m.peak_bytes ? Json(*m.peak_bytes) : Json(nullptr)},
+          {"state_bytes", m.state_bytes}, {"repeats", m.repeats},
+          {"pos", m.pos},            {"heads", s.heads},
+          {"vocab", kVocab},         {"task", kTask},
+          {"threads", num_threads()}};
+}
+
+}  // namespace
+
+int bench_scaling(const po::variables_map& vm) {
+  Settings s;
+  s.families = family_list(vm["models"].as<std::string>());
+  s.lens = bench_sizes(vm, "seq-lens", "256,512,1024,2048,4096");
+  std::sort(s.lens.begin(), s.lens.end());
+  s.lens.erase(std::unique(s.lens.begin(), s.lens.end()), s.lens.end());
+  if (s.lens.front() < 4)
+    throw UsageError("--seq-lens " + std::to_string(s.lens.front()) + " too short (allowed: >= 4, the induction task)");
+  s.batch = vm["batch"].as<int>();
+  s.d_model = vm["d-model"].as<int>();
+  s.n_layers = vm["n-layers"].as<int>();
+  s.heads = vm["heads"].as<int>();
+  s.repeats = bench_repeats(vm, 3);
+  s.decode_tokens = vm["decode-tokens"].as<int>();
+  const bool json = vm["json"].as<bool>();
+  const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
+  std::vector<ModelConfig> configs;
+  for (const std::string& f : s.families) configs.push_back(scaling_model(f, s));  // all checked first
+
+  if (!json)
+    std::printf("scaling: B=%lld D=%lld layers=%lld heads=%lld, task %s (vocab %lld), no MLP; median of %d "
+                "(decode: one sequence, median of %d tokens); %d thread%s, load average %.2f\n"
+                "%-10s %-6s %-5s %6s %10s %10s %14s\n",
+                (long long)s.batch, (long long)s.d_model, (long long)s.n_layers, (long long)s.heads, kTask,
+                (long long)kVocab, s.repeats, s.decode_tokens, num_threads(), num_threads() == 1 ? "" : "s", load_average(), "model", "what",
+                "pos", "T", "ms", "peak MB", "state B/seq");
+  std::string lines;
+  auto report = [&](const Measurement& m) {
+    const std::string line = measurement_json(m, s).dump();
+    lines += line + "\n";
+    if (json) std::printf("%s\n", line.c_str());
+    else if (m.peak_bytes)
+      std::printf("%-10s %-6s %-5s %6lld %10.3f %10.1f %14lld\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
+                  (long long)m.T, m.ms, double(*m.peak_bytes) / (1 << 20), (long long)m.state_bytes);
+    else
+      std::printf("%-10s %-6s %-5s %6lld %10.3f %10s %14lld\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
+                  (long long)m.T, m.ms, "-", (long long)m.state_bytes);
+    std::fflush(stdout);
+  };
+  for (const ModelConfig& cfg : configs) {
+    LanguageModel decoder(cfg, 1);
+    for (int64_t T : s.lens) {
+      const StepCost c = model_step_cost(cfg, s, T);
+      report({cfg.family, "model", cfg.pos, T, s.batch, c.ms, c.peak_bytes, decoder.state_bytes(T), s.repeats});
+    }
+    for (int64_t T : s.lens) {
+      const MixerCost m = measure_mixer(cfg, s.batch, T, s.repeats);
+      report({cfg.family, "mixer", cfg.pos, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
+              s.repeats});
+    }
+    const std::vector<double> decode_ms = decode_ms_per_token(decoder, s);
+    // A growing KV cache leaves blocks of every length in the tensor cache: give them back.
+    memory_release_cache();
+    for (size_t i = 0; i < s.lens.size(); ++i)
+      report({cfg.family, "decode", cfg.pos, s.lens[i], 1, decode_ms[i], std::nullopt, decoder.state_bytes(s.lens[i]),
+              s.decode_tokens});
+  }
+  if (!out.empty()) {
+    write_text_atomically(out, lines);
+    if (!json) std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tri::cli

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs one experiment of experiments/: its sweep (two runs at a time, one thread each), its
+# scaling benchmark when it has one (experiments/NAME.bench: the options of
+# `trilemma bench scaling`), and its report. The run folders go to runs/NAME/ (not versioned;
+# a second call skips finished runs and resumes interrupted ones); the results (tables, plots,
+# results.csv, the runs' metrics) are copied to results/NAME/.
+#   scripts/experiment.sh NAME [extra sweep options, e.g. --set steps=100]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+name=${1:?usage: scripts/experiment.sh NAME [sweep options]}
+shift
+grid="experiments/$name.grid"
+cd "$root"
+[[ -f "$grid" ]] || { echo "error: no experiment '$name' (allowed: $(ls experiments/*.grid | xargs -n1 basename | sed 's/\.grid$//' | tr '\n' ' '))" >&2; exit 2; }
+bin="$root/build/trilemma"
+out="runs/$name"
+cores=$("$bin" info --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["physical_cores"])' 2>/dev/null || nproc)
+jobs=$(( cores >= 2 ? 2 : 1 ))
+status=0
+"$bin" sweep "$grid" --out "$out" --jobs "$jobs" --threads "$jobs" "$@" || status=$?
+if [[ -f "experiments/$name.bench" && ! -s "$out/scaling.jsonl" ]]; then
+  # shellcheck disable=SC2046
+  "$bin" bench scaling $(grep -v '^#' "experiments/$name.bench") --out "$out/scaling.jsonl"
+fi
+"$bin" report "$out"
+mkdir -p "results/$name"
+( cd "$out" && find . -maxdepth 1 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.jsonl' -o -name 'sweep.json' \) -print0 | xargs -0 -r cp --parents -t "$root/results/$name" )
+[[ -d "$out/plots" ]] && { rm -rf "results/$name/plots"; cp -r "$out/plots" "results/$name/plots"; }
+( cd "$out" && find runs -name 'metrics.jsonl' -o -name 'summary.json' | xargs -r cp --parents -t "$root/results/$name" ) 2>/dev/null || true
+echo "results copied to results/$name/"
+exit $status
