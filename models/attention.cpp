@@ -1,5 +1,7 @@
 #include "attention.hpp"
 
+#include <algorithm>
+
 #include "framework/attention.hpp"
 #include "framework/autograd.hpp"
 #include "framework/positions.hpp"
@@ -10,11 +12,37 @@ namespace tri {
 
 namespace {
 
-// K and V of every token seen so far, [B, t, H, Dh]; a step appends one row.
+// K and V of every token seen so far, [B, t, H, Dh]; a step appends one row. With one sequence
+// (generation, gen_acc, the decode benchmark) the rows live in a buffer whose capacity doubles,
+// so a step copies one row, not the whole cache (amortised O(1); attending is still O(t)).
 struct KVCache : MixerState {
   int64_t batch = 0, pos = 0;
-  Tensor k, v;  // undefined before the first step
+  Tensor k, v;  // [B, t, H, Dh]; undefined before the first step
+  Tensor k_buf, v_buf;  // batch 1: [capacity, H * Dh], k and v are views of their first t rows
   int64_t bytes() const override { return k.defined() ? 2 * k.numel() * int64_t(sizeof(float)) : 0; }
+
+  void append(const Tensor& k_row, const Tensor& v_row) {  // rows [B, 1, H, Dh]
+    const int64_t t = k.defined() ? k.size(1) : 0;
+    if (batch != 1) {
+      k = t ? concat({k, k_row}, 1) : k_row;
+      v = t ? concat({v, v_row}, 1) : v_row;
+      return;
+    }
+    const int64_t H = k_row.size(2), Dh = k_row.size(3), width = H * Dh;
+    if (!k_buf.defined() || k_buf.size(0) == t) {
+      const int64_t capacity = std::max<int64_t>(64, 2 * t);
+      Tensor kb = Tensor::empty({capacity, width}), vb = Tensor::empty({capacity, width});
+      if (t) {
+        std::copy(k_buf.data(), k_buf.data() + t * width, kb.data());
+        std::copy(v_buf.data(), v_buf.data() + t * width, vb.data());
+      }
+      k_buf = kb, v_buf = vb;
+    }
+    std::copy(k_row.data(), k_row.data() + width, k_buf.data() + t * width);
+    std::copy(v_row.data(), v_row.data() + width, v_buf.data() + t * width);
+    k = k_buf.narrow0(0, t + 1).view({1, t + 1, H, Dh});
+    v = v_buf.narrow0(0, t + 1).view({1, t + 1, H, Dh});
+  }
 };
 
 AttentionOptions options_for(const ModelConfig& cfg) {
@@ -22,11 +50,6 @@ AttentionOptions options_for(const ModelConfig& cfg) {
   opt.causal = true;
   if (cfg.pos == "alibi") opt.alibi_slopes = alibi_slopes(cfg.options<HeadOptions>().n_heads);
   return opt;
-}
-
-// A copy of the cache plus one row: O(t) per step, the same order as attending over it.
-Tensor append_row(const Tensor& cache, const Tensor& row) {
-  return cache.defined() ? concat({cache, row}, 1) : row;
 }
 
 }  // namespace
@@ -76,8 +99,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
     q = rope(q, cache.pos);
     k = rope(k, cache.pos);
   }
-  cache.k = append_row(cache.k, k);
-  cache.v = append_row(cache.v, v);
+  cache.append(k, v);
   cache.pos += 1;
   // The query sits at the end of the cache, so causal attention sees every cached row.
   Tensor o = attention(q, cache.k, cache.v, options_for(cfg));
