@@ -89,5 +89,7 @@ void eval_options(CommandOptions& o);
 int run_eval(const po::variables_map& vm);
 void generate_options(CommandOptions& o);
 int run_generate(const po::variables_map& vm);
+void report_options(CommandOptions& o);
+int run_report(const po::variables_map& vm);
 
 }  // namespace tri::cli
