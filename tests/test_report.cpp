@@ -154,16 +154,12 @@ MeanStd mean_std(const std::vector<double>& v) {
   for (double x : v) ss += (x - m) * (x - m);
   return {m, v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0.0};
 }
-std::string text(const MeanStd& s) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4f ± %.4f", s.mean, s.std);
-  return buf;
-}
 std::string fixed(double v, const char* format = "%.4f") {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
+std::string text(const MeanStd& s) { return fixed(s.mean) + " ± " + fixed(s.std); }
 template <class F>
 MeanStd over_seeds(F value) {
   std::vector<double> v;

@@ -26,7 +26,7 @@ const Command kCommands[] = {
     {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",
      generate_options, run_generate},
     {"demo", "the default training run: a small ConvLM learns the lag task", demo_options, run_demo},
-    {"report", "a sweep folder's tables (mean ± std over seeds, best lr) and gnuplot plots: DIR/report.md",
+    {"report", "a sweep folder's tables (mean and std over seeds, best lr) and plots: DIR/report.md, DIR/plots/",
      report_options, run_report},
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
      inspect_options, run_inspect},
