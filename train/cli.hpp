@@ -93,5 +93,7 @@ void generate_options(CommandOptions& o);
 int run_generate(const po::variables_map& vm);
 void attn_map_options(CommandOptions& o);
 int run_attn_map(const po::variables_map& vm);
+void report_options(CommandOptions& o);
+int run_report(const po::variables_map& vm);
 
 }  // namespace tri::cli

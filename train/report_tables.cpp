@@ -1,0 +1,315 @@
+#include "train/report_tables.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace tri::report {
+
+namespace {
+
+// Characters, not bytes: "±" takes one column.
+size_t text_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string padded(const std::string& s, size_t width) { return s + std::string(width - text_width(s), ' '); }
+
+std::string chance_text(const LrCell& c) { return number_text(c.runs.front()->chance); }
+
+// "Chance level ...: mqar 0.0039, needle 0.0156."
+std::string chance_caption(const Sweep& sweep) {
+  std::vector<std::string> seen;
+  std::string s;
+  for (const RunRow& r : sweep.runs)
+    if (r.chance && std::find(seen.begin(), seen.end(), r.task) == seen.end()) {
+      seen.push_back(r.task);
+      s += std::string(s.empty() ? "" : ", ") + r.task + " " + number_text(r.chance);
+    }
+  return s.empty() ? "" : " Chance level (token accuracy of a uniform guess): " + s + ".";
+}
+
+// The columns that tell groups apart: task, model and the other varying keys.
+std::vector<std::string> group_header(const Sweep& sweep) {
+  std::vector<std::string> h = {"task", "model"};
+  for (const std::string& k : group_keys(sweep)) h.push_back(k);
+  return h;
+}
+
+std::vector<std::string> group_cells(const Group& g) {
+  std::vector<std::string> row = {g.task, g.model};
+  for (const auto& [k, v] : g.keys) row.push_back(value_text(v));
+  return row;
+}
+
+// One row of the learning-rate tables: the group, then a cell's numbers.
+std::vector<std::string> cell_row(const Group& g, const LrCell& c, const std::string& lr_text) {
+  std::vector<std::string> row = group_cells(g);
+  const RunRow& r = *c.runs.front();
+  for (const std::string& s :
+       {lr_text, std::to_string(c.runs.size()), mean_std_text(c.token_acc), mean_std_text(c.seq_acc),
+        mean_std_text(c.loss), chance_text(c), number_text(r.parameters, "%.0f"), number_text(r.state_bytes, "%.0f")})
+    row.push_back(s);
+  return row;
+}
+
+std::vector<std::string> cell_header(const Sweep& sweep, const char* lr_name) {
+  std::vector<std::string> h = group_header(sweep);
+  for (const char* s : {lr_name, "seeds", "token_acc", "seq_acc", "loss", "chance", "parameters", "state bytes"})
+    h.push_back(s);
+  return h;
+}
+
+// Mean ± std over the best cell's seeds of a per-run value, one column per key in `columns`.
+template <class Get>
+Table per_key_table(const Sweep& sweep, const std::vector<Group>& groups, const std::set<int64_t>& columns,
+                    const std::string& column_prefix, Get get) {
+  Table t;
+  t.header = group_header(sweep);
+  t.header.push_back("best lr");
+  for (int64_t c : columns) t.header.push_back(column_prefix + std::to_string(c));
+  t.header.push_back("chance");
+  for (const Group& g : groups) {
+    const LrCell& best = g.best_cell();
+    std::vector<std::string> row = group_cells(g);
+    row.push_back(value_text(best.lr));
+    bool any = false;
+    for (int64_t c : columns) {
+      const Stat s = best.stat([&](const RunRow& r) { return get(r, c); });
+      any |= s.n > 0;
+      row.push_back(mean_std_text(s));
+    }
+    row.push_back(chance_text(best));
+    if (any) t.rows.push_back(row);
+  }
+  return t;
+}
+
+std::optional<double> at_length(const RunRow& r, int64_t seq_len) {
+  for (const auto& [t, acc] : r.lengths)
+    if (t == seq_len) return acc;
+  return std::nullopt;
+}
+
+std::optional<double> at_distance(const RunRow& r, int64_t d) {
+  auto it = r.acc_at.find(d);
+  return it == r.acc_at.end() ? std::nullopt : std::optional<double>(it->second);
+}
+
+std::string yes_no(bool held) { return held ? "yes" : "no"; }
+
+}  // namespace
+
+std::string mean_std_text(const Stat& s) {
+  if (s.n == 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4f ± %.4f", s.mean, s.std);
+  return buf;
+}
+
+std::string number_text(std::optional<double> v, const char* format) {
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, *v);
+  return buf;
+}
+
+std::string Table::markdown() const {
+  std::vector<size_t> width(header.size(), 3);
+  for (size_t i = 0; i < header.size(); ++i) width[i] = std::max(width[i], text_width(header[i]));
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) width[i] = std::max(width[i], text_width(row[i]));
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (size_t i = 0; i < width.size(); ++i) {
+      s += ' ';
+      s += padded(i < cells.size() ? cells[i] : "", width[i]);
+      s += " |";
+    }
+    return s + "\n";
+  };
+  std::string s = "## " + title + "\n\n" + line(header) + "|";
+  for (size_t w : width) s += std::string(w + 2, '-') + "|";
+  s += "\n";
+  for (const auto& row : rows) s += line(row);
+  return s + "\n" + caption + "\n\n";
+}
+
+std::string made_by(const Sweep& sweep) {
+  return "Made by `" + sweep.sweep_command + "` and `" + sweep.report_command + "`.";
+}
+
+std::vector<Table> accuracy_tables(const Sweep& sweep, const std::vector<Group>& groups) {
+  if (groups.empty()) return {};
+  std::vector<Table> tables;
+  const std::string chance = chance_caption(sweep), made = " " + made_by(sweep);
+
+  Table best{"Best learning rate per model and size", cell_header(sweep, "best lr"), {}, ""};
+  for (const Group& g : groups) best.rows.push_back(cell_row(g, g.best_cell(), value_text(g.best_cell().lr)));
+  best.caption = "Final evaluation, mean ± standard deviation over seeds (sample std, n - 1), at the learning "
+                 "rate with the highest mean final token accuracy." + chance +
+                 " State bytes: recurrent state per sequence at the run's seq-len." + made;
+  tables.push_back(best);
+
+  Table all{"Every learning rate", cell_header(sweep, "lr"), {}, ""};
+  for (const Group& g : groups)
+    for (size_t i = 0; i < g.cells.size(); ++i)
+      all.rows.push_back(cell_row(g, g.cells[i], value_text(g.cells[i].lr) + (i == g.best ? " (best)" : "")));
+  all.caption = "Final evaluation per learning rate, mean ± std over seeds." + chance + made;
+  tables.push_back(all);
+
+  std::set<int64_t> lengths, distances;
+  for (const RunRow& r : sweep.runs) {
+    if (!r.completed()) continue;
+    for (const auto& [t, acc] : r.lengths) lengths.insert(t);
+    for (const auto& [d, acc] : r.acc_at) distances.insert(d);
+  }
+  if (!lengths.empty()) {
+    Table t = per_key_table(sweep, groups, lengths, "T=", at_length);
+    t.title = "Token accuracy at other lengths";
+    t.caption = "Evaluation after training at each sequence length T, at the best learning rate, mean ± std "
+                "over seeds." + chance + made;
+    tables.push_back(t);
+  }
+  if (!distances.empty()) {
+    Table t = per_key_table(sweep, groups, distances, "d=", at_distance);
+    t.title = "Accuracy per needle distance";
+    t.caption = "Final evaluation's accuracy at each distance d (acc@d), at the best learning rate, mean ± std "
+                "over seeds." + chance + made;
+    tables.push_back(t);
+  }
+  return tables;
+}
+
+std::vector<Table> unfinished_table(const Sweep& sweep) {
+  Table t{"Runs not averaged", {"id", "status", "step", "error"}, {}, ""};
+  for (const RunRow& r : sweep.runs) {
+    if (r.completed()) continue;
+    std::string step = r.step ? std::to_string(*r.step) : "-";
+    if (r.steps) step += "/" + std::to_string(*r.steps);
+    std::string error = r.error.empty() ? "-" : r.error;
+    if (r.status == "finished" || r.status == "early_stop") error = "no final token accuracy";
+    t.rows.push_back({r.id, r.status.empty() ? "-" : r.status, step, error});
+  }
+  if (t.rows.empty()) return {};
+  t.caption = "Runs that did not finish (failed, pending, paused, interrupted) are listed, not averaged. " + made_by(sweep);
+  return {t};
+}
+
+std::vector<Table> scaling_tables(const Sweep& sweep, const std::vector<ScalingSeries>& series) {
+  if (!sweep.has_scaling || series.empty()) return {};
+  Table t{"Scaling exponents in T",
+          {"what", "model", "points", "time exponent", "time fit range", "memory exponent", "memory fit range"}, {}, ""};
+  for (const ScalingSeries& s : series) {
+    auto exponent = [](const PowerFit& f) { return f.ok ? number_text(f.exponent, "%.3f") : std::string("-"); };
+    auto range = [](const PowerFit& f) { return f.ok ? f.range_text() : std::string("-"); };
+    t.rows.push_back({s.what, s.label, std::to_string(s.ms.size()), exponent(s.time_fit), range(s.time_fit),
+                      exponent(s.memory_fit), range(s.memory_fit)});
+  }
+  t.caption = "Least-squares slope of log(ms) and of log(peak bytes) against log(T), over the largest T: the "
+              "upper half of the measurements, at least " + std::to_string(kMinFitPoints) +
+              " (the range fitted is given). model/mixer: ms per training step; decode: ms per generated token. "
+              "From " + sweep.dir + "/scaling.jsonl (`trilemma bench scaling --out " + sweep.dir +
+              "/scaling.jsonl`). " + made_by(sweep);
+  return {t};
+}
+
+std::string TriangleRow::corners() const {
+  std::string s;
+  for (auto [held, name] : {std::pair{receptive_field(), "receptive field"}, std::pair{linear_cost(), "linear cost"},
+                            std::pair{precise_matching(), "matching"}})
+    if (held) s += std::string(s.empty() ? "" : " + ") + name;
+  return s.empty() ? "none" : s;
+}
+
+std::vector<TriangleRow> triangle_rows(const Sweep& sweep, const std::vector<Group>& groups,
+                                       const std::vector<ScalingSeries>& series) {
+  std::vector<std::string> models;
+  auto add = [&](const std::string& m) {
+    if (std::find(models.begin(), models.end(), m) == models.end()) models.push_back(m);
+  };
+  for (const RunRow& r : sweep.runs) add(r.model);
+  for (const ScalingSeries& s : series) add(s.model);
+
+  std::vector<TriangleRow> rows;
+  for (const std::string& m : models) {
+    TriangleRow row;
+    row.model = m;
+    for (const Group& g : groups) {
+      if (g.model != m) continue;
+      for (const LrCell& c : g.cells) {
+        if (g.task == "mqar" && (!row.mqar_acc || c.token_acc.mean > *row.mqar_acc)) row.mqar_acc = c.token_acc.mean;
+        if (g.task == "needle")
+          for (const RunRow* r : c.runs)
+            if (!r->acc_at.empty()) row.needle_distance = std::max(row.needle_distance.value_or(0), r->acc_at.rbegin()->first);
+      }
+    }
+    for (const Group& g : groups)  // the best over sizes and learning rates at the farthest distance
+      if (g.model == m && g.task == "needle" && row.needle_distance)
+        for (const LrCell& c : g.cells) {
+          const Stat s = c.stat([&](const RunRow& r) { return at_distance(r, *row.needle_distance); });
+          if (s.n > 0 && (!row.needle_acc || s.mean > *row.needle_acc)) row.needle_acc = s.mean;
+        }
+    const ScalingSeries* state_source = nullptr;
+    for (const char* what : {"decode", "model"})
+      for (const ScalingSeries& s : series)
+        if (s.model == m && s.what == what && !s.state_bytes.empty() && !state_source) state_source = &s;
+    for (const ScalingSeries& s : series)
+      if (s.model == m && s.what == "model" && !row.time_exponent) {
+        if (s.time_fit.ok) row.time_exponent = s.time_fit.exponent;
+        if (s.memory_fit.ok) row.memory_exponent = s.memory_fit.exponent;
+      }
+    if (state_source) {
+      const auto& pts = state_source->state_bytes;  // sorted by T
+      auto exact = std::find_if(pts.begin(), pts.end(), [](const auto& p) { return p.first == kStateSeqLen; });
+      if (exact != pts.end()) {
+        row.state_bytes = exact->second;
+        row.state_note = "measured (" + state_source->what + ")";
+      } else if (pts.size() >= 2) {  // the line through the two largest T
+        const auto& [t0, y0] = pts[pts.size() - 2];
+        const auto& [t1, y1] = pts.back();
+        row.state_bytes = t1 == t0 ? y1 : y1 + (y1 - y0) / (t1 - t0) * (kStateSeqLen - t1);
+        row.state_note = "extrapolated linearly from T=" + number_text(t0, "%g") + "," + number_text(t1, "%g") +
+                         " (" + state_source->what + ")";
+      } else {
+        row.state_bytes = pts.back().second;
+        row.state_note = "measured at T=" + number_text(pts.back().first, "%g") + " only (" + state_source->what + ")";
+      }
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Group>& groups,
+                                  const std::vector<ScalingSeries>& series) {
+  const auto has_task = [&](const char* task) {
+    return std::any_of(sweep.runs.begin(), sweep.runs.end(), [&](const RunRow& r) { return r.task == task; });
+  };
+  if (!has_task("needle") || !has_task("mqar") || !sweep.has_scaling) return {};
+  Table t{"The trilemma",
+          {"model", "needle d", "needle acc", "receptive field", "time exponent", "memory exponent", "linear cost",
+           "state bytes at T=" + number_text(kStateSeqLen, "%g"), "state bytes from", "MQAR acc", "matching", "corners held"},
+          {},
+          ""};
+  for (const TriangleRow& r : triangle_rows(sweep, groups, series))
+    t.rows.push_back({r.model, r.needle_distance ? std::to_string(*r.needle_distance) : "-", number_text(r.needle_acc),
+                      yes_no(r.receptive_field()), number_text(r.time_exponent, "%.2f"),
+                      number_text(r.memory_exponent, "%.2f"), yes_no(r.linear_cost()),
+                      number_text(r.state_bytes, "%.0f"), r.state_note.empty() ? "-" : r.state_note,
+                      number_text(r.mqar_acc), yes_no(r.precise_matching()), r.corners()});
+  char thresholds[400];
+  std::snprintf(thresholds, sizeof thresholds,
+                "Global receptive field: needle accuracy at the farthest distance d >= %.2f. Linear cost: time per "
+                "training step (scaling.jsonl, what=model) grows as T^e with e <= %.2f. Precise matching: MQAR "
+                "token accuracy >= %.2f. Accuracies: best over learning rates and sizes, mean over seeds. ",
+                kReceptiveFieldAcc, kLinearCostExponent, kPreciseMatchingAcc);
+  t.caption = std::string(thresholds) + "Exponents fitted as in the scaling table; state bytes per sequence at T=" +
+              number_text(kStateSeqLen, "%g") + " (decode rows, else model rows). " + made_by(sweep);
+  return {t};
+}
+
+}  // namespace tri::report
