@@ -214,6 +214,7 @@ RunConfig resolved_run(const TextMap& given) {
   c.visit(lists);
   TextMap text;
   for (const auto& [key, value] : given) {
+    if (value == "-") continue;  // left at its default (a tuple entry for a family without it)
     if (!own_keys.count(key)) {
       auto owner = option_owners().find(key);
       if (owner == option_owners().end()) throw Error("unknown option '" + key + "' (allowed: see `trilemma train --help`)");
