@@ -25,7 +25,6 @@ const Command kCommands[] = {
      eval_options, run_eval},
     {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",
      generate_options, run_generate},
-    {"demo", "the default training run: a small ConvLM learns the lag task", demo_options, run_demo},
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
      inspect_options, run_inspect},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
