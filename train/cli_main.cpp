@@ -29,7 +29,7 @@ const Command kCommands[] = {
      inspect_options, run_inspect},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
     {"bench", "run a benchmark (gemm, mixers, data)", bench_options, run_bench},
-    {"data", "show rows of a synthetic task", data_options, run_data},
+    {"data", "show rows of a synthetic task, or dump its batches to HDF5 (show, dump)", data_options, run_data},
 };
 
 std::string command_names() {
