@@ -480,7 +480,7 @@ TEST_CASE("tasks: trilemma data dump writes the batches the trainer draws") {
     const char* args;
     const char* named;
   };
-  for (Bad bad : {Bad{"data dump --task mqar", "--out"}, Bad{"data show --task mqar --out x.h5", "--out is an option of data dump"},
+  for (Bad bad : {Bad{"data dump --task mqar", "--out"}, Bad{"data dump --task mqar --out x.h5", "--rows B"}, Bad{"data show --task mqar --out x.h5", "--out is an option of data dump"},
                   Bad{"data show --task mqar --batches 2", "--batches is an option of data dump"},
                   Bad{"data dump --task mqar --batches 0 --out x.h5", "--batches 0"}}) {
     CAPTURE(bad.args);
@@ -489,7 +489,7 @@ TEST_CASE("tasks: trilemma data dump writes the batches the trainer draws") {
     CHECK(trilemma_test::count_lines(r.err) == 1);
     CHECK(r.err.find(bad.named) != std::string::npos);
   }
-  r = run("data dump --task mqar --out '" + trilemma_test::scratch("no-folder").string() + "/x.h5' --threads 1");
+  r = run("data dump --task mqar --rows 2 --out '" + trilemma_test::scratch("no-folder").string() + "/x.h5' --threads 1");
   CHECK(r.code == 1);
   CHECK(trilemma_test::count_lines(r.err) == 1);
 }

@@ -127,6 +127,8 @@ int run_data(const po::variables_map& vm) {
   const uint64_t seed = stream_seed(uint64_t(vm["seed"].as<int64_t>()), vm["split"].as<std::string>());
   const bool dump = vm["action"].as<std::string>() == "dump";
   if (dump && !vm.count("out")) throw UsageError("data dump needs --out FILE.h5 (the file to write)");
+  if (dump && !given(vm, "rows"))  // show's default of 3 rows is no training batch size
+    throw UsageError("data dump needs --rows B (the rows per batch, train's --batch)");
   for (const char* key : {"out", "batches"})
     if (!dump && given(vm, key)) throw UsageError(std::string("--") + key + " is an option of data dump, not of data show");
   if (dump) {
