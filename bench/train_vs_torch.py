@@ -2,8 +2,8 @@
 
 For each family, PyTorch trains tests/torch/models.py's LanguageModel (the same structure,
 names and initialisation as models/; attention as softmax(QK^T/sqrt(d))V, linear attention in
-its masked quadratic form, Mamba through mamba_ref's sequential scan, here with its per-step
-slices taken by unbind: the literal slicing makes PyTorch's backward quadratic in T) with AdamW,
+its masked quadratic form, Mamba through mamba_ref's sequential scan, whose per-step slices are
+taken by unbind: literal slicing would make PyTorch's backward quadratic in T) with AdamW,
 and trilemma
 runs `trilemma train` with the same sizes, logging every step. Both run side by side in one
 process tree, alternated over --rounds rounds; the table gives the median ms per training step
@@ -28,35 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import mamba_ref  # noqa: E402
 from models import LanguageModel, no_weight_decay  # noqa: E402
-
-
-def scan_by_unbind(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
-    """mamba_ref.selective_scan_ref (selective B, C) with the time steps taken by unbind, whose
-    backward is one stack, instead of T slices whose backward each writes a full-size tensor."""
-    if B.dim() < 3 or C.dim() < 3:
-        return REFERENCE_SCAN(u, delta, A, B, C, D, z, delta_bias, delta_softplus)
-    u, delta = u.float(), delta.float()
-    if delta_bias is not None:
-        delta = delta + delta_bias[..., None].float()
-    if delta_softplus:
-        delta = F.softplus(delta)
-    x = A.new_zeros((u.shape[0], A.shape[0], A.shape[1]))
-    dA = torch.exp(torch.einsum("bdl,dn->bdln", delta, A)).unbind(2)
-    dBu = torch.einsum("bdl,bnl,bdl->bdln", delta, B, u).unbind(2)
-    Cs = C.unbind(2)
-    ys = []
-    for i in range(u.shape[2]):
-        x = dA[i] * x + dBu[i]
-        ys.append(torch.einsum("bdn,bn->bd", x, Cs[i]))
-    y = torch.stack(ys, dim=2)
-    out = y if D is None else y + u * D[:, None]
-    return out if z is None else out * F.silu(z)
-
-
-REFERENCE_SCAN = mamba_ref.selective_scan_ref
-mamba_ref.selective_scan_ref = scan_by_unbind
 
 
 def torch_ms_per_step(family, a):

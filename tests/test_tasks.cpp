@@ -1,6 +1,6 @@
 // The synthetic tasks: each layout's invariants checked row by row, the mqar gap distribution
 // against p(i) ~ i^(a-1), determinism and resumability, disjoint train/eval streams, config
-// errors, the task metrics, and `trilemma data show` end to end.
+// errors, the task metrics, and `trilemma data show` and `data dump` end to end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "data/evaluate.hpp"
 #include "data/metrics.hpp"
 #include "data/tasks.hpp"
+#include "framework/h5.hpp"
 #include "tests/compare.hpp"
 #include "tests/run_binary.hpp"
 
@@ -445,4 +446,50 @@ TEST_CASE("tasks: trilemma data show") {
     CHECK(trilemma_test::count_lines(r.err) == 1);
     CHECK(r.err.find(bad.named) != std::string::npos);
   }
+}
+
+TEST_CASE("tasks: trilemma data dump writes the batches the trainer draws") {
+  using trilemma_test::run;
+  const std::string file = trilemma_test::scratch("dump.h5").string();
+  trilemma_test::Run r = run("data dump --task needle --seq-len 40 --distance 4,16 --seed 5 --batch 3 --batches 4"
+                             " --rows 6 --out '" + file + "' --threads 1");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("batches 3..6 of 6 x 40 tokens") != std::string::npos);
+  const TaskConfig c = config("needle", {{"seq-len", "40"}, {"distance", "4,16"}});
+  H5File f(file, H5File::Mode::read);
+  Shape shape;
+  const std::vector<int32_t> inputs = f.read_ints("/inputs", &shape), targets = f.read_ints("/targets"),
+                             mask = f.read_ints("/mask");
+  CHECK(shape == Shape{4, 6, 40});
+  // Batch i of the file is batch 3 + i of the training stream of seed 5, as Trainer draws it.
+  for (int64_t i = 0; i < 4; ++i) {
+    const Batch b = make_batch(c, stream_seed(5, "train"), uint64_t(3 + i), 6);
+    const size_t at = size_t(i * 6 * 40), n = 6 * 40;
+    CHECK(std::vector<int32_t>(inputs.begin() + at, inputs.begin() + at + n) == b.inputs.values());
+    CHECK(std::vector<int32_t>(targets.begin() + at, targets.begin() + at + n) == b.targets.values());
+    CHECK(std::vector<int32_t>(mask.begin() + at, mask.begin() + at + n) == std::vector<int32_t>(b.mask.begin(), b.mask.end()));
+  }
+  CHECK(f.attr_string("/", "task") == "needle");
+  CHECK(f.attr_string("/", "split") == "train");
+  CHECK(f.attr_int("/", "seed") == 5);
+  CHECK(f.attr_int("/", "first_batch") == 3);
+  CHECK(f.attr_string("/", "task_config").find("distance = 4,16\n") != std::string::npos);
+
+  struct Bad {
+    const char* args;
+    const char* named;
+  };
+  for (Bad bad : {Bad{"data dump --task mqar", "--out"}, Bad{"data dump --task mqar --out x.h5", "--rows B"}, Bad{"data show --task mqar --out x.h5", "--out is an option of data dump"},
+                  Bad{"data show --task mqar --batches 2", "--batches is an option of data dump"},
+                  Bad{"data dump --task mqar --batches 0 --out x.h5", "--batches 0"}}) {
+    CAPTURE(bad.args);
+    r = run(std::string(bad.args) + " --threads 1");
+    CHECK(r.code == 2);
+    CHECK(trilemma_test::count_lines(r.err) == 1);
+    CHECK(r.err.find(bad.named) != std::string::npos);
+  }
+  r = run("data dump --task mqar --rows 2 --out '" + trilemma_test::scratch("no-folder").string() + "/x.h5' --threads 1");
+  CHECK(r.code == 1);
+  CHECK(trilemma_test::count_lines(r.err) == 1);
 }

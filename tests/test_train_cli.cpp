@@ -161,6 +161,26 @@ TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
   }
 }
 
+TEST_CASE("train: --stop-at 0 checkpoints the initial weights; resuming gives the uninterrupted run") {
+  const fs::path whole = scratch("init-whole"), parts = scratch("init-parts");
+  REQUIRE(run(small_run("mamba", whole, " --steps 20")).code == 0);
+  Run a = run(small_run("mamba", parts, " --steps 20 --stop-at 0"));
+  REQUIRE(a.code == 0);
+  CHECK(a.out.find("paused at step 0/20") != std::string::npos);
+  CHECK(json_value(parts / "summary.json", "step") == "0");
+  CHECK(json_value(parts / "summary.json", "final_train_loss") == "null");
+  CHECK(read_text(parts / "metrics.jsonl").empty());
+  const std::string init = json_value(parts / "summary.json", "params_fnv1a");
+  CHECK(run("inspect '" + (parts / "last.h5").string() + "'").out.find("step 0") != std::string::npos);
+  REQUIRE(run("train --resume '" + parts.string() + "'").code == 0);
+  CHECK(json_value(parts / "summary.json", "params_fnv1a") == json_value(whole / "summary.json", "params_fnv1a"));
+  CHECK(json_value(parts / "summary.json", "params_fnv1a") != init);
+  CHECK(metrics_without_timing(parts / "metrics.csv") == metrics_without_timing(whole / "metrics.csv"));
+  Run bad = run(small_run("mamba", scratch("init-bad"), " --steps 20 --stop-at=-1"));
+  CHECK(bad.code == 2);
+  CHECK(error_line(bad).find("--stop-at -1") != std::string::npos);
+}
+
 TEST_CASE("train: SIGINT and SIGTERM leave a checkpoint that resumes exactly") {
   const fs::path whole = scratch("sig-whole");
   const std::string many = " --steps 60 --eval-every 1000";

@@ -79,8 +79,6 @@ void bench_options(CommandOptions& o);
 int run_bench(const po::variables_map& vm);
 void inspect_options(CommandOptions& o);
 int run_inspect(const po::variables_map& vm);
-void demo_options(CommandOptions& o);
-int run_demo(const po::variables_map& vm);
 void data_options(CommandOptions& o);
 int run_data(const po::variables_map& vm);
 void train_options(CommandOptions& o);

@@ -29,14 +29,13 @@ const Command kCommands[] = {
      generate_options, run_generate},
     {"attn-map", "per-head attention heat maps of an attention checkpoint on one row (gnuplot PNG); --data",
      attn_map_options, run_attn_map},
-    {"demo", "the default training run: a small ConvLM learns the lag task", demo_options, run_demo},
     {"report", "a sweep folder's tables (mean and std over seeds, best lr) and plots: DIR/report.md, DIR/plots/",
      report_options, run_report},
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
      inspect_options, run_inspect},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
     {"bench", "run a benchmark (gemm, mixers, data, scaling)", bench_options, run_bench},
-    {"data", "show rows of a synthetic task", data_options, run_data},
+    {"data", "show rows of a synthetic task, or dump its batches to HDF5 (show, dump)", data_options, run_data},
 };
 
 std::string command_names() {

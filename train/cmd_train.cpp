@@ -116,13 +116,15 @@ void train_options(CommandOptions& o) {
   o.named.add_options()
       ("resume", po::value<std::string>()->value_name("DIR"),
        "continue the run in DIR from DIR/last.h5 with its saved config")
-      ("stop-at", po::value<int64_t>()->value_name("STEP")->default_value(0),
-       "pause at this step (checkpoint, then exit; continue with --resume); 0 = never");
+      ("stop-at", po::value<int64_t>()->value_name("STEP"),
+       "pause at this step (checkpoint, then exit; continue with --resume); 0 = before the first "
+       "step, a checkpoint of the initial weights");
 }
 
 int run_train(const po::variables_map& vm) {
-  const int64_t stop_at = vm["stop-at"].as<int64_t>();
-  if (stop_at < 0) throw UsageError("--stop-at " + std::to_string(stop_at) + " is negative (allowed: 0 = never, or a step)");
+  const int64_t stop_at = vm.count("stop-at") ? vm["stop-at"].as<int64_t>() : -1;  // -1: never
+  if (vm.count("stop-at") && stop_at < 0)
+    throw UsageError("--stop-at " + std::to_string(stop_at) + " is negative (allowed: a step, 0 = before the first)");
 
   RunConfig config;
   std::string checkpoint;

@@ -254,7 +254,7 @@ int Trainer::run(int64_t stop_at) {
   int64_t interval_steps = 0;
   double train_acc = NAN;
   while (step_ < rs.steps) {
-    if (stop_at > 0 && step_ >= stop_at) {
+    if (stop_at >= 0 && step_ >= stop_at) {
       status = "paused";
       break;
     }

@@ -34,7 +34,8 @@ class Trainer {
   // Continues from a checkpoint of this run: parameters, optimizer state, step, bookkeeping.
   void resume(const std::string& checkpoint);
 
-  // Trains until --steps, the early-stop accuracy, step `stop_at` (0: no such stop) or
+  // Trains until --steps, the early-stop accuracy, step `stop_at` (-1: no such stop; 0: before
+  // the first step, a checkpoint of the initial weights) or
   // SIGINT/SIGTERM, always leaving last.h5 and summary.json behind. Returns the exit code:
   // 0, or 128 + the signal number after an interruption.
   int run(int64_t stop_at);

@@ -41,10 +41,14 @@ def selective_scan_ref(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta
         deltaB_u = torch.einsum("bdl,bnl,bdl->bdln", delta, B, u)
     else:
         deltaB_u = torch.einsum("bdl,dn,bdl->bdln", delta, B, u)
+    # The time steps taken by unbind, not by slicing as mamba_ssm does: the same values, but
+    # backward is one stack instead of T slices each writing a full-size gradient (quadratic in T).
+    deltaA, deltaB_u = deltaA.unbind(2), deltaB_u.unbind(2)
+    Cs = C.unbind(2) if variable_C else None
     for i in range(u.shape[2]):
-        x = deltaA[:, :, i] * x + deltaB_u[:, :, i]
+        x = deltaA[i] * x + deltaB_u[i]
         if variable_C:
-            y = torch.einsum("bdn,bn->bd", x, C[:, :, i])
+            y = torch.einsum("bdn,bn->bd", x, Cs[i])
         else:
             y = torch.einsum("bdn,dn->bd", x, C)
         ys.append(y)
