@@ -5,6 +5,7 @@
 # a second call skips finished runs and resumes interrupted ones); the results (tables, plots,
 # results.csv, the runs' metrics) are copied to results/NAME/.
 #   scripts/experiment.sh NAME [extra sweep options, e.g. --set steps=100]
+#   JOBS=1 scripts/experiment.sh scaling       one run at a time, with every core
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=${1:?usage: scripts/experiment.sh NAME [sweep options]}
@@ -15,9 +16,10 @@ cd "$root"
 bin="$root/build/trilemma"
 out="runs/$name"
 cores=$("$bin" info --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["physical_cores"])' 2>/dev/null || nproc)
-jobs=$(( cores >= 2 ? 2 : 1 ))
+jobs=${JOBS:-$(( cores >= 2 ? 2 : 1 ))}  # JOBS=1: one run at a time (timings: scaling)
 status=0
-"$bin" sweep "$grid" --out "$out" --jobs "$jobs" --threads "$jobs" "$@" || status=$?
+threads=$(( jobs > cores ? jobs : cores ))
+"$bin" sweep "$grid" --out "$out" --jobs "$jobs" --threads "$threads" "$@" || status=$?
 if [[ -f "experiments/$name.bench" && ! -s "$out/scaling.jsonl" ]]; then
   # shellcheck disable=SC2046
   "$bin" bench scaling $(grep -v '^#' "experiments/$name.bench") --out "$out/scaling.jsonl"

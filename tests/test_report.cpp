@@ -486,6 +486,15 @@ TEST_CASE("report: bad input is one line naming the file, exit code 1") {
   CHECK(r.out.empty());
   CHECK(!fs::exists(dir / "report.md"));
 
+  // A run's metrics.jsonl whose last line a killed run left without its newline still reads.
+  const fs::path torn = make_sweep("torn", {.scaling = false});
+  int appended = 0;
+  for (const auto& e : fs::recursive_directory_iterator(torn / "runs"))
+    if (e.path().filename() == "metrics.jsonl" && appended++ == 0)
+      std::ofstream(e.path(), std::ios::app) << "{\"step\": 9, \"split\": \"tr";
+  CHECK(appended > 0);
+  CHECK(run("report " + q(torn)).code == 0);
+
   write_text(dir / "results.jsonl", "{\"id\": \"x\", \"model\": 3}\n");
   r = run("report " + q(dir));
   CHECK(r.code == 1);

@@ -137,6 +137,7 @@ void read_json_lines(const std::string& path, const std::function<void(const Jso
     try {
       fn(Json::parse(text), line);
     } catch (const Json::parse_error&) {
+      if (f.eof()) break;  // a last line without its newline: torn by a killed writer, not wrong
       throw Error(path + ":" + std::to_string(line) + ": malformed JSON line");
     } catch (const std::exception& e) {
       throw Error(path + ":" + std::to_string(line) + ": " + e.what());
