@@ -208,7 +208,7 @@ void sweep_options(CommandOptions& o) {
       ("shard", po::value<std::string>()->value_name("I/N")->default_value("1/1"),
        "run only the I-th of N slices of the grid (runs I, I+N, ...), e.g. a job array's task")
       ("set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
-       "override an option in every run (repeatable), e.g. --set steps=100")
+       "override an option in every run (repeatable; a list runs each value), e.g. --set steps=100, --set seed=0,1")
       ("results-only", po::bool_switch(), "rebuild results.jsonl and results.csv from the run folders; run nothing")
       ("dry-run", po::bool_switch(), "list the runs and their status; run nothing");
   o.positional.add("grid", 1);

@@ -146,17 +146,32 @@ std::vector<Entry> merged(const Section& shared, const Section& own, const std::
   return out;
 }
 
-// --set key=value: that key takes the one value in every run.
-void apply_overrides(std::vector<Entry>& entries, const TextMap& overrides) {
-  for (const auto& [key, value] : overrides) {
+// --set key=value: that key takes the value (or the list of values) in every run.
+void apply_overrides(std::vector<Entry>& entries, const TextMap& overrides, const std::string& path) {
+  for (const auto& [key, text] : overrides) {
+    const std::vector<std::string> values = split_top(text);
+    for (const std::string& v : values)
+      if (v.empty()) throw Error("--set " + key + "=" + text + ": an empty item in the list");
     bool found = false;
     for (Entry& e : entries)
-      for (size_t i = 0; i < e.keys.size(); ++i)
-        if (e.keys[i] == key) {
-          for (auto& alt : e.alternatives) alt[i] = value;
-          found = true;
+      for (size_t i = 0; i < e.keys.size(); ++i) {
+        if (e.keys[i] != key) continue;
+        found = true;
+        if (e.keys.size() == 1) {
+          e.alternatives.clear();
+          for (const std::string& v : values) e.alternatives.push_back({v});
+        } else if (values.size() == 1) {
+          for (auto& alt : e.alternatives) alt[i] = values[0];
+        } else {
+          throw Error("--set " + key + "=" + text + ": " + key + " varies together with other keys in " + path +
+                      " line " + std::to_string(e.line) + " (allowed: one value)");
         }
-    if (!found) entries.push_back({{key}, {{value}}, 0});
+      }
+    if (!found) {
+      Entry e{{key}, {}, 0};
+      for (const std::string& v : values) e.alternatives.push_back({v});
+      entries.push_back(e);
+    }
   }
 }
 
@@ -272,7 +287,7 @@ Grid read_grid(const std::string& path, const TextMap& overrides) {
   for (const Section& s : expanded) {
     grid.sections.push_back(s.name);
     std::vector<Entry> entries = sections.size() > 1 ? merged(sections[0], s, path) : s.entries;
-    apply_overrides(entries, overrides);
+    apply_overrides(entries, overrides, path);
     const std::string where = "grid " + path + (s.name.empty() ? "" : ", section [" + s.name + "]");
     std::vector<size_t> index(entries.size(), 0);  // odometer over the entries, last fastest
     for (bool more = true; more;) {

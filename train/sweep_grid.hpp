@@ -36,8 +36,9 @@ struct Grid {
   int duplicates = 0;                 // entries that resolved to a run already listed
 };
 
-// Reads and expands `path`. `overrides` (key = value, no lists) replace the grid's values in
-// every section, e.g. a shorter --steps for a test.
+// Reads and expands `path`. `overrides` (key = value or a list of values) replace the grid's
+// values in every section: a shorter --steps for a test, or --set seed=0 for one seed of a grid
+// (its runs keep their ids, so the whole grid later skips them).
 Grid read_grid(const std::string& path, const TextMap& overrides = {});
 
 // The fields that name where and how a run executes, not what it computes; they are left out
