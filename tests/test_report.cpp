@@ -335,7 +335,7 @@ TEST_CASE("report: plots as PNG with their scripts and data, only those the data
   CHECK(is_png(plain / "plots" / "loss_mqar.png"));
 
   // Trained at two seq-len (the d-model 64 runs relabelled as d-model 32 at seq-len 128): one
-  // line per model and width across them.
+  // line per model across them (d-model no longer tells a model's runs apart: no label).
   std::string relabelled;
   for (const std::string& line : lines_of(read_text(plain / "results.jsonl"))) {
     Json j = Json::parse(line);
@@ -347,7 +347,7 @@ TEST_CASE("report: plots as PNG with their scripts and data, only those the data
   REQUIRE(run("report " + q(plain)).code == 0);
   const std::string dat = read_text(plain / "plots" / "acc_vs_seq_len_mqar.dat");
   for (int model = 0; model < 3; ++model) {
-    std::string block = std::string("# ") + kModels[model] + " d-model=32\n";
+    std::string block = std::string("# ") + kModels[model] + "\n";
     for (int width : kWidths) {
       const double lr = best_lr(0, model, width);
       block += std::to_string(width * 2) + " " +

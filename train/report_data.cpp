@@ -223,10 +223,20 @@ std::optional<double> Group::number(const std::string& key) const {
   return std::nullopt;
 }
 
+// The varying keys that tell runs of one task and model apart (a key that only follows the
+// task or the model, as a family's positions or a section's batch, adds no column).
 std::vector<std::string> group_keys(const Sweep& sweep) {
   std::vector<std::string> keys;
-  for (const std::string& k : sweep.varying)
-    if (k != "seed" && k != "lr" && k != "model" && k != "task") keys.push_back(k);
+  for (const std::string& k : sweep.varying) {
+    if (k == "seed" || k == "lr" || k == "model" || k == "task") continue;
+    std::map<std::string, std::set<std::string>> values;  // task and model -> the key's values
+    for (const RunRow& r : sweep.runs) values[r.task + "/" + r.model].insert(r.value(k).dump());
+    for (const auto& [who, v] : values)
+      if (v.size() > 1) {
+        keys.push_back(k);
+        break;
+      }
+  }
   return keys;
 }
 
