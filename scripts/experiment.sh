@@ -28,6 +28,9 @@ fi
 mkdir -p "results/$name"
 ( cd "$out" && find . -maxdepth 1 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.jsonl' -o -name 'sweep.json' \) -print0 | xargs -0 -r cp --parents -t "$root/results/$name" )
 [[ -d "$out/plots" ]] && { rm -rf "results/$name/plots"; cp -r "$out/plots" "results/$name/plots"; }
-( cd "$out" && find runs -name 'metrics.jsonl' -o -name 'summary.json' | xargs -r cp --parents -t "$root/results/$name" ) 2>/dev/null || true
+rm -rf "results/$name/runs"  # only the runs of the grid as it is now
+( cd "$out" && /usr/bin/python3 -c 'import json,sys; [print(json.loads(l)["id"]) for l in open("results.jsonl")]' |
+  while read -r id; do for f in metrics.jsonl summary.json; do
+    [[ -f "runs/$id/$f" ]] && cp --parents -t "$root/results/$name" "runs/$id/$f"; done; done )
 echo "results copied to results/$name/"
 exit $status

@@ -10,7 +10,7 @@ set grid
 set key below spacing 1.2 height 1
 set logscale x
 set yrange [0:1.02]
-plot 'acc_vs_distance_needle.dat' index 0 with linespoints lw 2 lc 1 title "attention batch=32 eval-batch=32 max-seq-len=256 n-heads=4 pos=learned seq-len=256 steps=600 vocab=256 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 1 with linespoints lw 2 lc 2 title "linear batch=32 eval-batch=32 max-seq-len=256 n-heads=4 pos=learned seq-len=256 steps=600 vocab=256 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 2 with linespoints lw 2 lc 3 title "mamba batch=32 eval-batch=32 max-seq-len=256 pos=none seq-len=256 steps=600 vocab=256 lr=0.01", \
+plot 'acc_vs_distance_needle.dat' index 0 with linespoints lw 2 lc 1 title "attention lr=0.003", \
+     'acc_vs_distance_needle.dat' index 1 with linespoints lw 2 lc 2 title "linear lr=0.003", \
+     'acc_vs_distance_needle.dat' index 2 with linespoints lw 2 lc 3 title "mamba lr=0.01", \
      0.0078125 with lines dt 2 lc rgb "gray40" title "chance 0.007812"

@@ -9,6 +9,6 @@ set ylabel "train loss"
 set grid
 set key below spacing 1.2 height 1
 set logscale y
-plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "attention batch=64 eval-batch=64 max-seq-len=64 n-heads=1 pos=learned seq-len=64 steps=1500 vocab=512 lr=0.003 seed=0", \
-     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "linear batch=64 eval-batch=64 max-seq-len=64 n-heads=1 pos=learned seq-len=64 steps=1500 vocab=512 lr=0.003 seed=0", \
-     'loss_mqar.dat' index 2 with lines lw 2 lc 3 title "mamba batch=64 eval-batch=64 max-seq-len=64 pos=none seq-len=64 steps=1500 vocab=512 lr=0.01 seed=0"
+plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "attention lr=0.003 seed=0", \
+     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "linear lr=0.003 seed=0", \
+     'loss_mqar.dat' index 2 with lines lw 2 lc 3 title "mamba lr=0.01 seed=0"

@@ -9,6 +9,6 @@ set ylabel "train loss"
 set grid
 set key below spacing 1.2 height 1
 set logscale y
-plot 'loss_needle.dat' index 0 with lines lw 2 lc 1 title "attention batch=32 eval-batch=32 max-seq-len=256 n-heads=4 pos=learned seq-len=256 steps=600 vocab=256 lr=0.003 seed=0", \
-     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "linear batch=32 eval-batch=32 max-seq-len=256 n-heads=4 pos=learned seq-len=256 steps=600 vocab=256 lr=0.003 seed=0", \
-     'loss_needle.dat' index 2 with lines lw 2 lc 3 title "mamba batch=32 eval-batch=32 max-seq-len=256 pos=none seq-len=256 steps=600 vocab=256 lr=0.01 seed=0"
+plot 'loss_needle.dat' index 0 with lines lw 2 lc 1 title "attention lr=0.003 seed=0", \
+     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "linear lr=0.003 seed=0", \
+     'loss_needle.dat' index 2 with lines lw 2 lc 3 title "mamba lr=0.01 seed=0"

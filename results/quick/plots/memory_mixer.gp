@@ -10,9 +10,9 @@ set grid
 set key below spacing 1.2 height 1
 set logscale x
 set logscale y
-plot 'memory_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^0.99", \
+plot 'memory_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.00", \
      'memory_mixer.dat' index 1 with lines lw 2 dt 2 lc 1 notitle, \
      'memory_mixer.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.00", \
      'memory_mixer.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
-     'memory_mixer.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^0.98", \
+     'memory_mixer.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^0.99", \
      'memory_mixer.dat' index 5 with lines lw 2 dt 2 lc 3 notitle

@@ -1,0 +1,18 @@
+# Made by `trilemma sweep experiments/scaling.grid --out runs/scaling` and `trilemma report runs/scaling`.
+# Redraw: cd into this folder and run `gnuplot time_model.gp`.
+set terminal png size 900,600
+set termoption noenhanced
+set output 'time_model.png'
+set title "model: ms per step vs sequence length"
+set xlabel "sequence length T"
+set ylabel "ms per training step"
+set grid
+set key below spacing 1.2 height 1
+set logscale x
+set logscale y
+plot 'time_model.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.74", \
+     'time_model.dat' index 1 with lines lw 2 dt 2 lc 1 notitle, \
+     'time_model.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.02", \
+     'time_model.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
+     'time_model.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^1.01", \
+     'time_model.dat' index 5 with lines lw 2 dt 2 lc 3 notitle
