@@ -255,8 +255,11 @@ int run_sweep(const po::variables_map& vm) {
     fs::create_directories(dir + "/" + sub, ec);
     if (ec) throw Error("cannot create " + dir + "/" + sub + ": " + ec.message());
   }
+  std::string command = "trilemma sweep " + grid_path + " --out " + dir;
+  for (const auto& [key, value] : sets) command += " --set " + key + "=" + value;
+  if (shard.count > 1) command += " --shard " + vm["shard"].as<std::string>();
   Json meta = {{"grid", grid_path},
-               {"command", "trilemma sweep " + grid_path + " --out " + dir},
+               {"command", command},
                {"runs", grid.runs.size()},
                {"sections", grid.sections},
                {"varying", grid.varying}};

@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/induction_extrapolation.grid --out runs/induction_extrapolation` and `trilemma report runs/induction_extrapolation`.
+# Made by `trilemma sweep experiments/induction_extrapolation.grid --out runs/induction_extrapolation --set seed=0` and `trilemma report runs/induction_extrapolation`.
 # Redraw: cd into this folder and run `gnuplot acc_vs_seq_len_induction.gp`.
 set terminal png size 900,600
 set termoption noenhanced

@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy` and `trilemma report runs/selective_copy`.
+# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy --set seed=0,1` and `trilemma report runs/selective_copy`.
 # Redraw: cd into this folder and run `gnuplot loss_selective-copy.gp`.
 set terminal png size 900,600
 set termoption noenhanced
