@@ -2,6 +2,7 @@
 // and what they share. Performance measurements, not tests: the suite never runs them at full
 // size.
 #pragma once
+#include "framework/stats.hpp"  // median
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -25,7 +26,6 @@ int bench_repeats(const po::variables_map& vm, int fallback);
 // other processes share the cores, and the numbers (2-thread ones most: OpenMP barriers stall
 // when a core is taken) are not to be trusted.
 double load_average();
-double median(std::vector<double> v);
 
 // One training step's cost: the median time of the timed runs, and the peak extra tensor
 // memory (the high-water mark of tensor storage during a run above what was live before it, so

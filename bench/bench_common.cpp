@@ -22,12 +22,6 @@ double load_average() {
   return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 StepCost measure_step(const std::function<void()>& step, int repeats) {
   step();
   std::vector<double> ms;

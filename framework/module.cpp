@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "framework/hash.hpp"
+
 namespace tri {
 
 Tensor& Module::add_parameter(const std::string& name, Tensor& t, bool decay) {
@@ -67,11 +69,8 @@ void Module::train(bool on) {
 }
 
 uint64_t Module::parameters_fnv1a() const {
-  uint64_t h = 1469598103934665603ull;
-  for (const Parameter& p : parameters()) {
-    const auto* b = reinterpret_cast<const unsigned char*>(p.tensor.data());
-    for (size_t i = 0; i < size_t(p.tensor.numel()) * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
+  uint64_t h = kFnv1aOffset;
+  for (const Parameter& p : parameters()) h = fnv1a(p.tensor.data(), size_t(p.tensor.numel()) * sizeof(float), h);
   return h;
 }
 

@@ -185,7 +185,7 @@ TEST_CASE("a bad grid is one line of error before any run starts") {
       {base + "d-model = \n", "d-model has no value"},
       {base + "d-model = 16, , 32\n", "an empty item"},
       {base + "lr = 1e-3, -1\n", "--lr -1 is out of range"},
-      {base + "model = attention\nd-state = 8\n", "--d-state is an option of model mamba"},
+      {base + "model = attention\nd-state = 8\n", "--d-state is an option of mamba, not of model attention"},
       {base + "threads = 2\n", "--threads is set by the sweep"},
       {base + "(seq-len, num-kv-pairs) = (32, 4), (64)\n", "holds 1 values for 2 keys"},
       {base + "[a]\nmodel = mamba\n[a]\n", "section [a] appears twice"},

@@ -10,9 +10,6 @@
 
 namespace tri::cli {
 
-namespace {
-
-// The families or tasks whose own options include `key` ("": a shared option).
 std::vector<std::string> owners_of(const std::string& key) {
   std::vector<std::string> owners;
   auto has = [&](const Options& o) {
@@ -25,6 +22,8 @@ std::vector<std::string> owners_of(const std::string& key) {
     if (has(*t->options())) owners.push_back(t->name);
   return owners;
 }
+
+namespace {
 
 // Adds each field once (by key) to a Boost description, typed, with its default when asked.
 class Declarer : public FieldVisitor {
@@ -182,5 +181,4 @@ void refuse_foreign(const po::variables_map& vm, const Options& o, const po::opt
                      ", not of " + what);
   }
 }
-
 }  // namespace tri::cli

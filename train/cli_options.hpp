@@ -32,6 +32,9 @@ void read_given(const po::variables_map& vm, Options& o, const std::set<std::str
 void refuse_foreign(const po::variables_map& vm, const Options& o, const po::options_description& groups,
                     const std::string& what);
 
+// The families and tasks that declare option `key` (empty for a shared option or an unknown key).
+std::vector<std::string> owners_of(const std::string& key);
+
 // A given option's value as text (as config.ini would write it), "" when not given.
 std::string given_text(const po::variables_map& vm, const std::string& key);
 

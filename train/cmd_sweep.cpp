@@ -172,8 +172,8 @@ class SweepRunner {
     if (ok) {
       fs::remove(error_path(dir_, r.id), ec);
       ++finished_;
-      outcome = run_status(dir_, r.id);
       const Json row = result_row(r, dir_, grid_);
+      outcome = row["status"].get<std::string>();
       if (row["final"].is_object() && row["final"]["token_acc"].is_number())
         outcome += ", eval token_acc " + number_text(row["final"]["token_acc"].get<double>());
     } else if (stopped) {

@@ -5,7 +5,8 @@
 #include <map>
 #include <set>
 
-#include "models/family.hpp"
+#include "framework/hash.hpp"
+#include "train/cli_options.hpp"
 
 namespace tri::cli {
 
@@ -175,46 +176,17 @@ void apply_overrides(std::vector<Entry>& entries, const TextMap& overrides, cons
   }
 }
 
-// Every option key of every family and task, and which family or task owns each.
-const std::map<std::string, std::string>& option_owners() {
-  static const std::map<std::string, std::string> owners = [] {
-    std::map<std::string, std::string> m;
-    for (const std::string& k : field_keys(RunConfig{})) m[k] = "";
-    for (const std::string& f : family_names())
-      for (const std::string& k : field_keys(ModelConfig::of(f))) m.emplace(k, "model " + f);
-    for (const std::string& t : task_names())
-      for (const std::string& k : field_keys(TaskConfig::of(t))) m.emplace(k, "task " + t);
-    return m;
-  }();
-  return owners;
-}
-
-class ListKeys : public FieldVisitor {
+// The list-valued fields of a config, by key.
+class ListFields : public FieldVisitor {
  public:
-  std::set<std::string> keys;
+  std::map<std::string, IntListSpec> specs;
   void on(const IntSpec&, int64_t&) override {}
   void on(const RealSpec&, double&) override {}
   void on(const BoolSpec&, bool&) override {}
   void on(const ChoiceSpec&, std::string&) override {}
-  void on(const IntListSpec& f, std::vector<int64_t>&) override { keys.insert(f.key); }
+  void on(const IntListSpec& f, std::vector<int64_t>&) override { specs.emplace(f.key, f); }
   void on(const TextSpec&, std::string&) override {}
 };
-
-// A list-valued option's items are separated by spaces in a grid (commas separate runs).
-std::string list_text(const std::string& value) {
-  std::string out;
-  bool gap = false;
-  for (char c : value) {
-    if (c == ' ' || c == '\t') {
-      gap = !out.empty();
-      continue;
-    }
-    if (gap) out += ',';
-    gap = false;
-    out += c;
-  }
-  return out;
-}
 
 RunConfig resolved_run(const TextMap& given) {
   const RunConfig defaults;
@@ -225,18 +197,21 @@ RunConfig resolved_run(const TextMap& given) {
   RunConfig c = RunConfig::of(value_of("model", defaults.model.family), value_of("task", defaults.task.task));
   const std::vector<std::string> own = field_keys(c);
   const std::set<std::string> own_keys(own.begin(), own.end());
-  ListKeys lists;
+  ListFields lists;
   c.visit(lists);
   TextMap text;
   for (const auto& [key, value] : given) {
     if (value == "-") continue;  // left at its default (a tuple entry for a family without it)
     if (!own_keys.count(key)) {
-      auto owner = option_owners().find(key);
-      if (owner == option_owners().end()) throw Error("unknown option '" + key + "' (allowed: see `trilemma train --help`)");
-      throw Error("--" + key + " is an option of " + owner->second + ", not of model " + c.model.family +
+      const std::vector<std::string> owners = owners_of(key);
+      if (owners.empty()) throw Error("unknown option '" + key + "' (allowed: see `trilemma train --help`)");
+      throw Error("--" + key + " is an option of " + joined(owners) + ", not of model " + c.model.family +
                   " on task " + c.task.task);
     }
-    text[key] = lists.keys.count(key) ? list_text(value) : value;
+    // A list-valued option's items are separated by spaces in a grid (commas separate runs).
+    auto list = lists.specs.find(key);
+    text[key] = list == lists.specs.end() ? value
+                                          : int_list_text(parse_int_list(key, value, list->second.range, true));
   }
   read_text(c, text, false);
   c.resolve();
@@ -244,11 +219,6 @@ RunConfig resolved_run(const TextMap& given) {
   return c;
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
 
 std::string describe(const TextMap& given) {
   std::string s;
@@ -270,7 +240,7 @@ std::string run_id(const RunConfig& config) {
   for (const auto& [k, v] : text)
     if (!is_execution_key(k)) canonical += k + "=" + v + "\n";
   char hex[20];
-  std::snprintf(hex, sizeof hex, "%012llx", (unsigned long long)(fnv1a(canonical) >> 16));
+  std::snprintf(hex, sizeof hex, "%012llx", (unsigned long long)(fnv1a(canonical.data(), canonical.size()) >> 16));
   return config.model.family + "-" + config.task.task + "-" + hex;
 }
 

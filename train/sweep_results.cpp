@@ -121,19 +121,27 @@ std::string error_path(const std::string& dir, const std::string& id) { return d
 
 bool is_done(const std::string& status) { return status == "finished" || status == "early_stop"; }
 
-std::string run_status(const std::string& dir, const std::string& id) {
-  const std::string summary_file = run_folder(dir, id) + "/summary.json";
-  const std::string status = value_or_null(read_json(summary_file), "status").is_string()
-                                 ? read_json(summary_file)["status"].get<std::string>() : "";
+namespace {
+
+// The status given the run's summary.json (null when it has none).
+std::string status_of(const std::string& dir, const std::string& id, const Json& summary) {
+  const Json s = value_or_null(summary, "status");
+  const std::string status = s.is_string() ? s.get<std::string>() : "";
   if (is_done(status)) return status;
   if (fs::exists(error_path(dir, id))) return "failed";
   if (!status.empty()) return status;
   return fs::exists(run_folder(dir, id) + "/last.h5") ? "interrupted" : "pending";
 }
 
+}  // namespace
+
+std::string run_status(const std::string& dir, const std::string& id) {
+  return status_of(dir, id, read_json(run_folder(dir, id) + "/summary.json"));
+}
+
 Json result_row(const SweepRun& run, const std::string& dir, const Grid& grid) {
   const Json s = read_json(run_folder(dir, run.id) + "/summary.json");
-  const std::string status = run_status(dir, run.id);
+  const std::string status = status_of(dir, run.id, s);
   Json config = config_json(run.config);
   for (auto it = config.begin(); it != config.end();)
     it = is_execution_key(it.key()) ? config.erase(it) : std::next(it);

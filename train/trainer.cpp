@@ -8,6 +8,7 @@
 
 #include "framework/autograd.hpp"
 #include "framework/rng.hpp"
+#include "framework/stats.hpp"
 #include "train/atomic_file.hpp"
 #include "train/model_io.hpp"
 #include "train/run_log.hpp"
@@ -97,12 +98,6 @@ Json length_json(const EvalResult& r) {
           {"loss", r.score.loss}, {"extra", extra}};
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Removes the oldest step-NNNNNNN.h5 files beyond the newest `keep`.
 void prune_step_checkpoints(const std::string& dir, int64_t keep) {
@@ -150,11 +145,15 @@ double Trainer::elapsed() const {
   return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count();
 }
 
+EvalSettings Trainer::eval_settings() const {
+  return {config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+}
+
 // The task's scores and its extra metrics that need no decoding (copy's gen_acc is eval's).
 EvalResult Trainer::evaluate() {
   NoGradGuard no_grad;
   model_->eval();
-  const EvalSettings s{config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+  const EvalSettings s = eval_settings();
   EvalResult r = evaluate_task(config_.task, [&](const Batch& b) { return model_->forward(b.inputs); }, s);
   model_->train();
   return r;
@@ -166,7 +165,7 @@ void Trainer::evaluate_lengths_at_end() {
   if (config_.run.eval_lengths.empty()) return;
   NoGradGuard no_grad;
   model_->eval();
-  const EvalSettings s{config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+  const EvalSettings s = eval_settings();
   const GreedyDecoder decode = greedy_decoder(*model_);
   length_evals_ = tri::evaluate_lengths(config_.task, config_.run.eval_lengths,
                                         [&](const Batch& b) { return model_->forward(b.inputs); }, s, &decode);
@@ -220,7 +219,7 @@ void Trainer::write_summary(const std::string& status) const {
   j["params_fnv1a"] = hex64(model_->parameters_fnv1a());
   j["elapsed_s"] = sec;
   j["tokens_per_s"] = sec > 0 ? double(tokens_seen_) / sec : NAN;
-  j["ms_per_step"] = interval_ms_.empty() ? Json() : Json(median_of(interval_ms_));  // this invocation's
+  j["ms_per_step"] = interval_ms_.empty() ? Json() : Json(median(interval_ms_));  // this invocation's
   j["peak_memory_bytes"] = memory_peak_bytes();
   j["chance_token_acc"] = config_.task.behaviour().chance_accuracy(config_.task);
   Json lengths = Json::array();

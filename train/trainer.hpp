@@ -66,6 +66,7 @@ class Trainer {
   std::vector<EvalResult> length_evals_;  // at --eval-lengths, once the run is complete
 
   double elapsed() const;
+  EvalSettings eval_settings() const;  // the run's evaluation stream: batches, rows, seed
   EvalResult evaluate();
   void evaluate_lengths_at_end();
   CheckpointData checkpoint_data() const;
