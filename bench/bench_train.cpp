@@ -167,6 +167,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
               {"ms", ms},
               {"tokens_per_s", double(size.batch * size.seq_len) / med * 1e3},
               {"peak_rss_mib", peak_rss_mib()},
+              {"peak_tensor_mib", double(memory_peak_bytes()) / (1 << 20)},  // of that, in tensors
               {"gflop_per_step", double(flops) * 1e-9},
               {"gflops", double(flops) * 1e-6 / med},
               {"page_faults_per_step", double(faults) / steps},  // fresh pages: memory not reused
