@@ -125,7 +125,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
   const uint64_t stream = stream_seed(c.run.seed, "train");
   for (int s = 0; s < kWarmupSteps + steps; ++s) batches.push_back(make_batch(c.task, stream, uint64_t(s), size.batch));
   std::vector<double> ms;
-  int64_t flops = 0, faults = 0;
+  int64_t flops = 0, faults = 0, activations = 0;
   for (int s = 0; s < kWarmupSteps + steps; ++s) {
     if (s == kWarmupSteps) {
       profile_enable(profile);
@@ -134,7 +134,9 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
     const int64_t f0 = flop_count(), faults0 = self_usage().ru_minflt;
     const auto t0 = std::chrono::steady_clock::now();
     profile_mark();
+    const int64_t live0 = memory_live_bytes();
     const Tensor loss = cross_entropy(model.forward(batches[size_t(s)].inputs), batches[size_t(s)].targets);
+    activations = memory_live_bytes() - live0;
     backward(loss);
     {
       ProfilePhase p("clip_grad_norm");
@@ -168,6 +170,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
               {"tokens_per_s", double(size.batch * size.seq_len) / med * 1e3},
               {"peak_rss_mib", peak_rss_mib()},
               {"peak_tensor_mib", double(memory_peak_bytes()) / (1 << 20)},  // of that, in tensors
+              {"activation_mib", double(activations) / (1 << 20)},  // what the forward leaves for backward
               {"gflop_per_step", double(flops) * 1e-9},
               {"gflops", double(flops) * 1e-6 / med},
               {"page_faults_per_step", double(faults) / steps},  // fresh pages: memory not reused
