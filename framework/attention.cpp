@@ -12,6 +12,9 @@
 // Every product runs through one register-tiled kernel (tile_gemm) on packed copies of the
 // head: head dim zero-padded to a multiple of 16 (Dp), keys zero-padded to whole tiles (Tkp).
 #include <omp.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <bit>
@@ -56,10 +59,30 @@ inline float row_sum(const float* x) {
 }
 
 // C[MR x 16 NV] (+)= A[MR x K] B[K x 16 NV]. A is read through strides (a_m between rows, a_k
-// between columns: A^T is free), B and C are row-major. The accumulators stay in registers.
+// between columns: A^T is free), B and C are row-major. Each C element is one fused multiply-add
+// chain over k in order, whichever path runs, so the paths give the same bits.
 template <int MR, int NV>
 void gemm_block(int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+#ifdef __AVX512F__
+  // The accumulators and one row of B stay in zmm registers: per k, NV loads and MR broadcasts
+  // feed MR * NV multiply-adds.
+  __m512 acc[MR][NV];
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v)
+      acc[m][v] = accumulate ? _mm512_loadu_ps(c + m * ldc + 16 * v) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float *bk = b + k * ldb, *ak = a + k * a_k;
+    __m512 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bk + 16 * v);
+    for (int m = 0; m < MR; ++m) {
+      const __m512 am = _mm512_set1_ps(ak[m * a_m]);
+      for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_fmadd_ps(am, bv[v], acc[m][v]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + m * ldc + 16 * v, acc[m][v]);
+#else
   constexpr int N = NV * 16;
   float acc[MR][N];
   for (int m = 0; m < MR; ++m)
@@ -74,17 +97,38 @@ void gemm_block(int64_t K, const float* a, int64_t a_m, int64_t a_k, const float
   }
   for (int m = 0; m < MR; ++m)
     for (int n = 0; n < N; ++n) c[m * ldc + n] = acc[m][n];
+#endif
+}
+
+// Rows of a register block: MR * NV accumulators plus NV rows of B within 32 zmm registers
+// (16 vector registers without AVX-512: fewer rows there).
+template <int NV>
+constexpr int block_rows() {
+#ifdef __AVX512F__
+  return NV == 4 ? 6 : NV == 3 ? 8 : NV == 2 ? 12 : 16;
+#else
+  return NV >= 3 ? 4 : 8;
+#endif
+}
+
+// The last M % MR rows, as one block of that many rows.
+template <int NV, int R>
+void gemm_rest(int64_t rows, int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
+               int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if constexpr (R > 0) {
+    if (rows == R) return gemm_block<R, NV>(K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+    gemm_rest<NV, R - 1>(rows, K, a, a_m, a_k, b, ldb, c, ldc, accumulate);
+  }
 }
 
 template <int NV>
 void gemm_columns(int64_t M, int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
                   int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  constexpr int MR = NV >= 3 ? 4 : 8;  // MR * NV accumulators: 16 of the 32 zmm registers
+  constexpr int MR = block_rows<NV>();
   int64_t m = 0;
   for (; m + MR <= M; m += MR)
     gemm_block<MR, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
-  for (; m < M; ++m)
-    gemm_block<1, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
+  gemm_rest<NV, MR - 1>(M - m, K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
 }
 
 // C[M x N] (+)= A[M x K] B[K x N] for the small products of a tile; N a multiple of 16.
@@ -125,18 +169,30 @@ struct Geometry {
 
 // n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
 void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
-  std::memset(dst, 0, sizeof(float) * size_t(rows * g.Dp));
-  for (int64_t t = 0; t < n; ++t)
+  for (int64_t t = 0; t < n; ++t) {
     std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
+    std::fill(dst + t * g.Dp + g.Dh, dst + (t + 1) * g.Dp, 0.f);
+  }
+  std::fill(dst + n * g.Dp, dst + rows * g.Dp, 0.f);
 }
 
 // The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
 void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, float* dst) {
-  std::memset(dst, 0, sizeof(float) * size_t(g.Dp * cols));
-  for (int64_t t0 = 0; t0 < n; t0 += kTile)  // by blocks of rows, so the reads stay in L1
-    for (int64_t d = 0; d < g.Dh; ++d)
-      for (int64_t t = t0; t < std::min(n, t0 + kTile); ++t)
-        dst[d * cols + t] = src[t * g.stride() + d];
+  constexpr int64_t kBlock = 16;  // rows per step: one vector of each output row
+  const int64_t stride = g.stride();
+  int64_t t0 = 0;
+  for (; t0 + kBlock <= n; t0 += kBlock)
+    for (int64_t d = 0; d < g.Dh; ++d) {
+      const float* s = src + t0 * stride + d;
+      float* o = dst + d * cols + t0;
+#pragma omp simd
+      for (int64_t u = 0; u < kBlock; ++u) o[u] = s[u * stride];
+    }
+  for (int64_t d = 0; d < g.Dh; ++d) {
+    for (int64_t t = t0; t < n; ++t) dst[d * cols + t] = src[t * stride + d];
+    std::fill(dst + d * cols + n, dst + (d + 1) * cols, 0.f);
+  }
+  std::fill(dst + g.Dh * cols, dst + g.Dp * cols, 0.f);
 }
 
 // Base-2 scores of query row `pos` against the key tile starting at j0, in place:
@@ -221,7 +277,7 @@ void forward(const Geometry& g, const float* q, const float* k, const float* v, 
 struct BackwardScratch {
   float *qp, *dop, *dq;  // Q, dO [Tq][Dp]; the dQ accumulator
   float *kt, *vt, *kp;   // K^T, V^T [Dp][Tkp]; K [Tkp][Dp]
-  float *dkt, *dvt;      // dK^T, dV^T of the current key tile [Dp][kTile]
+  float *dk, *dv;        // dK, dV of the current key tile [kTile][Dp]
   float *p, *ds;         // P and dP -> dS of the current tile [kTile][kTile]
   float* delta;          // D = rowsum(dO * O) [Tq]
 
@@ -233,19 +289,19 @@ struct BackwardScratch {
     auto take = [&x](int64_t n) { float* r = x; x += n; return r; };
     qp = take(g.Tq * g.Dp), dop = take(g.Tq * g.Dp), dq = take(g.Tq * g.Dp);
     kt = take(g.Tkp * g.Dp), vt = take(g.Tkp * g.Dp), kp = take(g.Tkp * g.Dp);
-    dkt = take(g.Dp * kTile), dvt = take(g.Dp * kTile);
+    dk = take(kTile * g.Dp), dv = take(kTile * g.Dp);
     p = take(kTile * kTile), ds = take(kTile * kTile);
     delta = take(g.Tq);
   }
 };
 
-// Adds the transposed tile acc [Dp][kTile] into rows j0 .. j0 + n of head bh of grad
-// [B, Tk, H, Dh].
-void add_transposed(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
-                    float* grad) {
+// Adds the tile acc [kTile][Dp] into rows j0 .. j0 + n of head bh of grad [B, Tk, H, Dh].
+void add_rows(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
+              float* grad) {
   for (int64_t j = 0; j < n; ++j) {
     float* gr = grad + g.at(g.Tk, bh, j0 + j);
-    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[d * kTile + j];
+#pragma omp simd
+    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[j * g.Dp + d];
   }
 }
 
@@ -268,8 +324,8 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
   const float* lse_head = lse + bh * g.Tq;
   const float slope = g.slope2(bh % g.H);
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
-    std::fill(w.dkt, w.dkt + Dp * kTile, 0.f);
-    std::fill(w.dvt, w.dvt + Dp * kTile, 0.f);
+    std::fill(w.dk, w.dk + kTile * Dp, 0.f);
+    std::fill(w.dv, w.dv + kTile * Dp, 0.f);
     // Causal: the query tiles before the first row that sees key j0 contribute nothing.
     const int64_t i_first = g.causal ? std::max<int64_t>(0, j0 - g.shift) / kTile * kTile : 0;
     for (int64_t i0 = i_first; i0 < g.Tq; i0 += kTile) {
@@ -283,8 +339,8 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < kTile; ++j) pr[j] = exp2_neg(pr[j] - lse_r);
       }
-      if (gv)  // dV^T += dO^T P
-        tile_gemm(Dp, kTile, n, w.dop + i0 * Dp, 1, Dp, p, kTile, w.dvt, kTile, true);
+      if (gv)  // dV += P^T dO
+        tile_gemm(kTile, Dp, n, p, 1, kTile, w.dop + i0 * Dp, Dp, w.dv, Dp, true);
       if (!gq && !gk) continue;
       tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);  // dP
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
@@ -295,12 +351,12 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
       }
       if (gq)  // dQ += dS K
         tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
-      if (gk)  // dK^T += Q^T dS
-        tile_gemm(Dp, kTile, n, w.qp + i0 * Dp, 1, Dp, ds, kTile, w.dkt, kTile, true);
+      if (gk)  // dK += dS^T Q
+        tile_gemm(kTile, Dp, n, ds, 1, kTile, w.qp + i0 * Dp, Dp, w.dk, Dp, true);
     }
     const int64_t n_keys = std::min(kTile, g.Tk - j0);
-    if (gk) add_transposed(g, w.dkt, bh, j0, n_keys, gk);
-    if (gv) add_transposed(g, w.dvt, bh, j0, n_keys, gv);
+    if (gk) add_rows(g, w.dk, bh, j0, n_keys, gk);
+    if (gv) add_rows(g, w.dv, bh, j0, n_keys, gv);
   }
   if (gq)
     for (int64_t i = 0; i < g.Tq; ++i) {
