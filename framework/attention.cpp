@@ -169,25 +169,66 @@ struct Geometry {
 
 // n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
 void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
-  for (int64_t t = 0; t < n; ++t) {
-    std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
-    std::fill(dst + t * g.Dp + g.Dh, dst + (t + 1) * g.Dp, 0.f);
+  for (int64_t t = 0; t < n; ++t) {  // rows of a few dozen floats: a plain loop beats memcpy
+    const float* s = src + t * g.stride();
+    float* o = dst + t * g.Dp;
+#pragma omp simd
+    for (int64_t d = 0; d < g.Dp; ++d) o[d] = d < g.Dh ? s[d] : 0.f;
   }
   std::fill(dst + n * g.Dp, dst + rows * g.Dp, 0.f);
 }
+
+#ifdef __AVX512F__
+// GCC 12 warns about the undefined pass-through inside its own unpack and shuffle intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block: three rounds of shuffles.
+inline void transpose16(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+  for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)  // r[i + j], 128-bit lane L: column 4L + j of rows i .. i + 3
+    for (int h = 0; h < 2; ++h) {
+      const __m512d lo = _mm512_castps_pd(t[i + h]), hi = _mm512_castps_pd(t[i + h + 2]);
+      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi));
+      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi));
+    }
+  for (int j = 0; j < 4; ++j) {  // gather the four lanes of each column
+    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm512_storeu_ps(dst + j * ld_dst, _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88));
+    _mm512_storeu_ps(dst + (8 + j) * ld_dst, _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd));
+    _mm512_storeu_ps(dst + (4 + j) * ld_dst, _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88));
+    _mm512_storeu_ps(dst + (12 + j) * ld_dst, _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 // The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
 void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, float* dst) {
   constexpr int64_t kBlock = 16;  // rows per step: one vector of each output row
   const int64_t stride = g.stride();
   int64_t t0 = 0;
-  for (; t0 + kBlock <= n; t0 += kBlock)
-    for (int64_t d = 0; d < g.Dh; ++d) {
+  for (; t0 + kBlock <= n; t0 += kBlock) {
+    int64_t d = 0;
+#ifdef __AVX512F__
+    for (; d + 16 <= g.Dh; d += 16) transpose16(src + t0 * stride + d, stride, dst + d * cols + t0, cols);
+#endif
+    for (; d < g.Dh; ++d) {
       const float* s = src + t0 * stride + d;
       float* o = dst + d * cols + t0;
 #pragma omp simd
       for (int64_t u = 0; u < kBlock; ++u) o[u] = s[u * stride];
     }
+  }
   for (int64_t d = 0; d < g.Dh; ++d) {
     for (int64_t t = t0; t < n; ++t) dst[d * cols + t] = src[t * stride + d];
     std::fill(dst + d * cols + n, dst + (d + 1) * cols, 0.f);
