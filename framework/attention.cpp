@@ -36,26 +36,19 @@ constexpr int64_t kTile = 64;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Max and sum of one tile row (kTile values): 16 lanes, then across them, in a fixed order.
-inline float row_max(const float* x) {
-  float part[16];
+// Lane partials of one tile row (kTile values): part[u] is the max or sum of x[u], x[u + 16], ...
+inline void row_max_parts(const float* x, float* part) {
   for (int u = 0; u < 16; ++u) part[u] = x[u];
   for (int c = 16; c < kTile; c += 16)
 #pragma omp simd
     for (int u = 0; u < 16; ++u) part[u] = part[u] < x[c + u] ? x[c + u] : part[u];
-  float m = part[0];
-  for (int u = 1; u < 16; ++u) m = std::max(m, part[u]);
-  return m;
 }
 
-inline float row_sum(const float* x) {
-  float part[16] = {};
+inline void row_sum_parts(const float* x, float* part) {
+  for (int u = 0; u < 16; ++u) part[u] = 0.f;
   for (int c = 0; c < kTile; c += 16)
 #pragma omp simd
     for (int u = 0; u < 16; ++u) part[u] += x[c + u];
-  float s = 0.f;
-  for (int u = 0; u < 16; ++u) s += part[u];
-  return s;
 }
 
 // C[MR x 16 NV] (+)= A[MR x K] B[K x 16 NV]. A is read through strides (a_m between rows, a_k
@@ -182,6 +175,7 @@ void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, flo
 // GCC 12 warns about the undefined pass-through inside its own unpack and shuffle intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block: three rounds of shuffles.
 inline void transpose16(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
   __m512 r[16], t[16];
@@ -236,6 +230,35 @@ void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, 
   std::fill(dst + g.Dh * cols, dst + g.Dp * cols, 0.f);
 }
 
+// Folds the 16 lane partials of each of 16 rows in lane order (for each row: lane 0, 1, ...),
+// transposed first so that the fold runs across the rows in vectors.
+void transpose_parts(const float (&part)[16][16], float (&lanes)[16][16]) {
+#ifdef __AVX512F__
+  transpose16(&part[0][0], 16, &lanes[0][0], 16);
+#else
+  for (int r = 0; r < 16; ++r)
+    for (int u = 0; u < 16; ++u) lanes[u][r] = part[r][u];
+#endif
+}
+
+void fold_max(const float (&part)[16][16], float* out) {
+  float lanes[16][16];
+  transpose_parts(part, lanes);
+  for (int r = 0; r < 16; ++r) out[r] = lanes[0][r];
+  for (int u = 1; u < 16; ++u)
+#pragma omp simd
+    for (int r = 0; r < 16; ++r) out[r] = out[r] < lanes[u][r] ? lanes[u][r] : out[r];
+}
+
+void fold_sum(const float (&part)[16][16], float* out) {
+  float lanes[16][16];
+  transpose_parts(part, lanes);
+  for (int r = 0; r < 16; ++r) out[r] = 0.f;
+  for (int u = 0; u < 16; ++u)
+#pragma omp simd
+    for (int r = 0; r < 16; ++r) out[r] += lanes[u][r];
+}
+
 // Base-2 scores of query row `pos` against the key tile starting at j0, in place:
 // s = log2(e) (scale * q.k + slope * (j - pos)) for the keys the row can see, -inf for the others.
 inline void score_row(const Geometry& g, float* s, int64_t pos, int64_t j0, float slope) {
@@ -264,19 +287,32 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   const int64_t key_end = g.key_end(i0 + n);
   for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
-    for (int64_t r = 0; r < n; ++r) {
-      float* sr = s + r * kTile;
-      score_row(g, sr, g.shift + i0 + r, j0, slope);
-      // Online softmax. The first tile always holds key 0, so m is finite after it; a row
-      // with no visible key in a later tile keeps m (alpha = 1) and gets p = 0.
-      const float m_new = std::max(m[r], row_max(sr));
-      const float alpha = exp2_neg(m[r] - m_new);
+    // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). The first
+    // tile always holds key 0, so m is finite after it; a row with no visible key in a later
+    // tile keeps m (alpha = 1) and gets p = 0.
+    for (int64_t r0 = 0; r0 < n; r0 += 16) {
+      const int64_t rows = std::min<int64_t>(16, n - r0);
+      float part[16][16] = {}, fold[16], alpha[16];
+      for (int64_t r = 0; r < rows; ++r) {
+        float* sr = s + (r0 + r) * kTile;
+        score_row(g, sr, g.shift + i0 + r0 + r, j0, slope);
+        row_max_parts(sr, part[r]);
+      }
+      fold_max(part, fold);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = r0 + r;
+        float* sr = s + i * kTile;
+        const float m_new = std::max(m[i], fold[r]);
+        alpha[r] = exp2_neg(m[i] - m_new);
 #pragma omp simd
-      for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
-      l[r] = l[r] * alpha + row_sum(sr);
-      m[r] = m_new;
-      if (alpha != 1.f)
-        for (int64_t d = 0; d < Dp; ++d) acc[r * Dp + d] *= alpha;
+        for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
+        row_sum_parts(sr, part[r]);
+        m[i] = m_new;
+        if (alpha[r] != 1.f)
+          for (int64_t d = 0; d < Dp; ++d) acc[i * Dp + d] *= alpha[r];
+      }
+      fold_sum(part, fold);
+      for (int64_t r = 0; r < rows; ++r) l[r0 + r] = l[r0 + r] * alpha[r] + fold[r];
     }
     tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
   }
