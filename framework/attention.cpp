@@ -9,8 +9,9 @@
 // One thread owns a (batch, head) in backward, so dQ, dK and dV are written without races, and
 // every output element is computed by one thread in a fixed order: the same bits at any thread
 // count.
-// Every product runs through one register-tiled kernel (tile_gemm) on packed copies of the
-// head: head dim zero-padded to a multiple of 16 (Dp), keys zero-padded to whole tiles (Tkp).
+// Every product runs through one register-tiled kernel (tile_gemm, framework/tile_kernels.hpp:
+// AVX-512 when built for it) on packed copies of the head: head dim zero-padded to a multiple
+// of 16 (Dp), keys zero-padded to whole tiles (Tkp).
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "attention.hpp"
+#include "tile_kernels.hpp"
 #include "vec_math.hpp"
 #include "autograd.hpp"
 #include "ops.hpp"
@@ -29,76 +31,29 @@ namespace tri {
 
 namespace {
 
+using tile_kernels::tile_gemm;
+#ifdef __AVX512F__
+using tile_kernels::transpose16;
+#endif
+
 // Query rows and key columns per tile: a 64 x 64 score tile is 16 KiB and stays in L1.
 constexpr int64_t kTile = 64;
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Max and sum of one tile row (kTile values): 16 lanes, then across them, in a fixed order.
-inline float row_max(const float* x) {
-  float part[16];
+// Lane partials of one tile row (kTile values): part[u] is the max or sum of x[u], x[u + 16], ...
+inline void row_max_parts(const float* x, float* part) {
   for (int u = 0; u < 16; ++u) part[u] = x[u];
   for (int c = 16; c < kTile; c += 16)
 #pragma omp simd
     for (int u = 0; u < 16; ++u) part[u] = part[u] < x[c + u] ? x[c + u] : part[u];
-  float m = part[0];
-  for (int u = 1; u < 16; ++u) m = std::max(m, part[u]);
-  return m;
 }
 
-inline float row_sum(const float* x) {
-  float part[16] = {};
+inline void row_sum_parts(const float* x, float* part) {
+  for (int u = 0; u < 16; ++u) part[u] = 0.f;
   for (int c = 0; c < kTile; c += 16)
 #pragma omp simd
     for (int u = 0; u < 16; ++u) part[u] += x[c + u];
-  float s = 0.f;
-  for (int u = 0; u < 16; ++u) s += part[u];
-  return s;
-}
-
-// C[MR x 16 NV] (+)= A[MR x K] B[K x 16 NV]. A is read through strides (a_m between rows, a_k
-// between columns: A^T is free), B and C are row-major. The accumulators stay in registers.
-template <int MR, int NV>
-void gemm_block(int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
-                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  constexpr int N = NV * 16;
-  float acc[MR][N];
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < N; ++n) acc[m][n] = accumulate ? c[m * ldc + n] : 0.f;
-  for (int64_t k = 0; k < K; ++k) {
-    const float* bk = b + k * ldb;
-    for (int m = 0; m < MR; ++m) {
-      const float am = a[m * a_m + k * a_k];
-#pragma omp simd
-      for (int n = 0; n < N; ++n) acc[m][n] += am * bk[n];
-    }
-  }
-  for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < N; ++n) c[m * ldc + n] = acc[m][n];
-}
-
-template <int NV>
-void gemm_columns(int64_t M, int64_t K, const float* a, int64_t a_m, int64_t a_k, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  constexpr int MR = NV >= 3 ? 4 : 8;  // MR * NV accumulators: 16 of the 32 zmm registers
-  int64_t m = 0;
-  for (; m + MR <= M; m += MR)
-    gemm_block<MR, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
-  for (; m < M; ++m)
-    gemm_block<1, NV>(K, a + m * a_m, a_m, a_k, b, ldb, c + m * ldc, ldc, accumulate);
-}
-
-// C[M x N] (+)= A[M x K] B[K x N] for the small products of a tile; N a multiple of 16.
-void tile_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_m, int64_t a_k,
-               const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  for (int64_t n = 0; n < N; n += 64) {
-    switch (std::min<int64_t>(4, (N - n) / 16)) {
-      case 4: gemm_columns<4>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
-      case 3: gemm_columns<3>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
-      case 2: gemm_columns<2>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
-      default: gemm_columns<1>(M, K, a, a_m, a_k, b + n, ldb, c + n, ldc, accumulate); break;
-    }
-  }
 }
 
 // Sizes and options of one call. Rows of a head are `stride` = H * Dh floats apart.
@@ -126,18 +81,68 @@ struct Geometry {
 
 // n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
 void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
-  std::memset(dst, 0, sizeof(float) * size_t(rows * g.Dp));
-  for (int64_t t = 0; t < n; ++t)
-    std::memcpy(dst + t * g.Dp, src + t * g.stride(), sizeof(float) * size_t(g.Dh));
+  for (int64_t t = 0; t < n; ++t) {  // rows of a few dozen floats: a plain loop beats memcpy
+    const float* s = src + t * g.stride();
+    float* o = dst + t * g.Dp;
+#pragma omp simd
+    for (int64_t d = 0; d < g.Dp; ++d) o[d] = d < g.Dh ? s[d] : 0.f;
+  }
+  std::fill(dst + n * g.Dp, dst + rows * g.Dp, 0.f);
 }
+
 
 // The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
 void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, float* dst) {
-  std::memset(dst, 0, sizeof(float) * size_t(g.Dp * cols));
-  for (int64_t t0 = 0; t0 < n; t0 += kTile)  // by blocks of rows, so the reads stay in L1
-    for (int64_t d = 0; d < g.Dh; ++d)
-      for (int64_t t = t0; t < std::min(n, t0 + kTile); ++t)
-        dst[d * cols + t] = src[t * g.stride() + d];
+  constexpr int64_t kBlock = 16;  // rows per step: one vector of each output row
+  const int64_t stride = g.stride();
+  int64_t t0 = 0;
+  for (; t0 + kBlock <= n; t0 += kBlock) {
+    int64_t d = 0;
+#ifdef __AVX512F__
+    for (; d + 16 <= g.Dh; d += 16)
+      transpose16(src + t0 * stride + d, stride, dst + d * cols + t0, cols);
+#endif
+    for (; d < g.Dh; ++d) {
+      const float* s = src + t0 * stride + d;
+      float* o = dst + d * cols + t0;
+#pragma omp simd
+      for (int64_t u = 0; u < kBlock; ++u) o[u] = s[u * stride];
+    }
+  }
+  for (int64_t d = 0; d < g.Dh; ++d) {
+    for (int64_t t = t0; t < n; ++t) dst[d * cols + t] = src[t * stride + d];
+    std::fill(dst + d * cols + n, dst + (d + 1) * cols, 0.f);
+  }
+  std::fill(dst + g.Dh * cols, dst + g.Dp * cols, 0.f);
+}
+
+// Folds the 16 lane partials of each of 16 rows in lane order (for each row: lane 0, 1, ...),
+// transposed first so that the fold runs across the rows in vectors.
+void transpose_parts(const float (&part)[16][16], float (&lanes)[16][16]) {
+#ifdef __AVX512F__
+  transpose16(&part[0][0], 16, &lanes[0][0], 16);
+#else
+  for (int r = 0; r < 16; ++r)
+    for (int u = 0; u < 16; ++u) lanes[u][r] = part[r][u];
+#endif
+}
+
+void fold_max(const float (&part)[16][16], float* out) {
+  float lanes[16][16];
+  transpose_parts(part, lanes);
+  for (int r = 0; r < 16; ++r) out[r] = lanes[0][r];
+  for (int u = 1; u < 16; ++u)
+#pragma omp simd
+    for (int r = 0; r < 16; ++r) out[r] = out[r] < lanes[u][r] ? lanes[u][r] : out[r];
+}
+
+void fold_sum(const float (&part)[16][16], float* out) {
+  float lanes[16][16];
+  transpose_parts(part, lanes);
+  for (int r = 0; r < 16; ++r) out[r] = 0.f;
+  for (int u = 0; u < 16; ++u)
+#pragma omp simd
+    for (int r = 0; r < 16; ++r) out[r] += lanes[u][r];
 }
 
 // Base-2 scores of query row `pos` against the key tile starting at j0, in place:
@@ -168,19 +173,32 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   const int64_t key_end = g.key_end(i0 + n);
   for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
-    for (int64_t r = 0; r < n; ++r) {
-      float* sr = s + r * kTile;
-      score_row(g, sr, g.shift + i0 + r, j0, slope);
-      // Online softmax. The first tile always holds key 0, so m is finite after it; a row
-      // with no visible key in a later tile keeps m (alpha = 1) and gets p = 0.
-      const float m_new = std::max(m[r], row_max(sr));
-      const float alpha = exp2_neg(m[r] - m_new);
+    // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). The first
+    // tile always holds key 0, so m is finite after it; a row with no visible key in a later
+    // tile keeps m (alpha = 1) and gets p = 0.
+    for (int64_t r0 = 0; r0 < n; r0 += 16) {
+      const int64_t rows = std::min<int64_t>(16, n - r0);
+      float part[16][16] = {}, fold[16], alpha[16];
+      for (int64_t r = 0; r < rows; ++r) {
+        float* sr = s + (r0 + r) * kTile;
+        score_row(g, sr, g.shift + i0 + r0 + r, j0, slope);
+        row_max_parts(sr, part[r]);
+      }
+      fold_max(part, fold);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = r0 + r;
+        float* sr = s + i * kTile;
+        const float m_new = std::max(m[i], fold[r]);
+        alpha[r] = exp2_neg(m[i] - m_new);
 #pragma omp simd
-      for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
-      l[r] = l[r] * alpha + row_sum(sr);
-      m[r] = m_new;
-      if (alpha != 1.f)
-        for (int64_t d = 0; d < Dp; ++d) acc[r * Dp + d] *= alpha;
+        for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
+        row_sum_parts(sr, part[r]);
+        m[i] = m_new;
+        if (alpha[r] != 1.f)
+          for (int64_t d = 0; d < Dp; ++d) acc[i * Dp + d] *= alpha[r];
+      }
+      fold_sum(part, fold);
+      for (int64_t r = 0; r < rows; ++r) l[r0 + r] = l[r0 + r] * alpha[r] + fold[r];
     }
     tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
   }
@@ -222,7 +240,7 @@ void forward(const Geometry& g, const float* q, const float* k, const float* v, 
 struct BackwardScratch {
   float *qp, *dop, *dq;  // Q, dO [Tq][Dp]; the dQ accumulator
   float *kt, *vt, *kp;   // K^T, V^T [Dp][Tkp]; K [Tkp][Dp]
-  float *dkt, *dvt;      // dK^T, dV^T of the current key tile [Dp][kTile]
+  float *dk, *dv;        // dK, dV of the current key tile [kTile][Dp]
   float *p, *ds;         // P and dP -> dS of the current tile [kTile][kTile]
   float* delta;          // D = rowsum(dO * O) [Tq]
 
@@ -234,19 +252,19 @@ struct BackwardScratch {
     auto take = [&x](int64_t n) { float* r = x; x += n; return r; };
     qp = take(g.Tq * g.Dp), dop = take(g.Tq * g.Dp), dq = take(g.Tq * g.Dp);
     kt = take(g.Tkp * g.Dp), vt = take(g.Tkp * g.Dp), kp = take(g.Tkp * g.Dp);
-    dkt = take(g.Dp * kTile), dvt = take(g.Dp * kTile);
+    dk = take(kTile * g.Dp), dv = take(kTile * g.Dp);
     p = take(kTile * kTile), ds = take(kTile * kTile);
     delta = take(g.Tq);
   }
 };
 
-// Adds the transposed tile acc [Dp][kTile] into rows j0 .. j0 + n of head bh of grad
-// [B, Tk, H, Dh].
-void add_transposed(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
-                    float* grad) {
+// Adds the tile acc [kTile][Dp] into rows j0 .. j0 + n of head bh of grad [B, Tk, H, Dh].
+void add_rows(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
+              float* grad) {
   for (int64_t j = 0; j < n; ++j) {
     float* gr = grad + g.at(g.Tk, bh, j0 + j);
-    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[d * kTile + j];
+#pragma omp simd
+    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[j * g.Dp + d];
   }
 }
 
@@ -269,8 +287,8 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
   const float* lse_head = lse + bh * g.Tq;
   const float slope = g.slope2(bh % g.H);
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
-    std::fill(w.dkt, w.dkt + Dp * kTile, 0.f);
-    std::fill(w.dvt, w.dvt + Dp * kTile, 0.f);
+    std::fill(w.dk, w.dk + kTile * Dp, 0.f);
+    std::fill(w.dv, w.dv + kTile * Dp, 0.f);
     // Causal: the query tiles before the first row that sees key j0 contribute nothing.
     const int64_t i_first = g.causal ? std::max<int64_t>(0, j0 - g.shift) / kTile * kTile : 0;
     for (int64_t i0 = i_first; i0 < g.Tq; i0 += kTile) {
@@ -284,8 +302,8 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < kTile; ++j) pr[j] = exp2_neg(pr[j] - lse_r);
       }
-      if (gv)  // dV^T += dO^T P
-        tile_gemm(Dp, kTile, n, w.dop + i0 * Dp, 1, Dp, p, kTile, w.dvt, kTile, true);
+      if (gv)  // dV += P^T dO
+        tile_gemm(kTile, Dp, n, p, 1, kTile, w.dop + i0 * Dp, Dp, w.dv, Dp, true);
       if (!gq && !gk) continue;
       tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);  // dP
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
@@ -296,12 +314,12 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
       }
       if (gq)  // dQ += dS K
         tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
-      if (gk)  // dK^T += Q^T dS
-        tile_gemm(Dp, kTile, n, w.qp + i0 * Dp, 1, Dp, ds, kTile, w.dkt, kTile, true);
+      if (gk)  // dK += dS^T Q
+        tile_gemm(kTile, Dp, n, ds, 1, kTile, w.qp + i0 * Dp, Dp, w.dk, Dp, true);
     }
     const int64_t n_keys = std::min(kTile, g.Tk - j0);
-    if (gk) add_transposed(g, w.dkt, bh, j0, n_keys, gk);
-    if (gv) add_transposed(g, w.dvt, bh, j0, n_keys, gv);
+    if (gk) add_rows(g, w.dk, bh, j0, n_keys, gk);
+    if (gv) add_rows(g, w.dv, bh, j0, n_keys, gv);
   }
   if (gq)
     for (int64_t i = 0; i < g.Tq; ++i) {
