@@ -49,5 +49,7 @@ int bench_gemm(const po::variables_map& vm);
 int bench_mixers(const po::variables_map& vm);
 int bench_data(const po::variables_map& vm);
 int bench_scaling(const po::variables_map& vm);
+int bench_train(const po::variables_map& vm);
+int bench_decode(const po::variables_map& vm);
 
 }  // namespace tri::cli

@@ -5,6 +5,7 @@
 //   mixer   forward + backward of one mixer alone (bench mixers' measure_mixer);
 //   decode  the time per generated token once the recurrent state holds T tokens (KV cache,
 //           (S, z), (conv state, h)), one sequence, fed token by token through step().
+// `bench decode` prints the decode rows alone, by default over contexts 128 .. 8192.
 // The families share d_model, layers and heads; no MLP, so the blocks differ by the mixer only;
 // RoPE where the family takes it (attention, linear), else no positions (Mamba): any T works.
 #include <algorithm>
@@ -135,10 +136,11 @@ Json measurement_json(const Measurement& m, const Settings& s) {
 
 }  // namespace
 
-int bench_scaling(const po::variables_map& vm) {
+// decode_only: `bench decode`, the decode rows alone over longer contexts by default.
+int scaling_rows(const po::variables_map& vm, bool decode_only) {
   Settings s;
   s.families = family_list(vm["models"].as<std::string>());
-  s.lens = bench_sizes(vm, "seq-lens", "256,512,1024,2048,4096");
+  s.lens = bench_sizes(vm, "seq-lens", decode_only ? "128,256,512,1024,2048,4096,8192" : "256,512,1024,2048,4096");
   std::sort(s.lens.begin(), s.lens.end());
   s.lens.erase(std::unique(s.lens.begin(), s.lens.end()), s.lens.end());
   if (s.lens.front() < 4)
@@ -157,10 +159,10 @@ int bench_scaling(const po::variables_map& vm) {
   if (!json)
     std::printf("scaling: B=%lld D=%lld layers=%lld heads=%lld, task %s (vocab %lld), no MLP; median of %d "
                 "(decode: one sequence, median of %d tokens); %d thread%s, load average %.2f\n"
-                "%-10s %-6s %-5s %6s %10s %10s %14s\n",
+                "%-10s %-6s %-5s %6s %10s %10s %14s %10s\n",
                 (long long)s.batch, (long long)s.d_model, (long long)s.n_layers, (long long)s.heads, kTask,
                 (long long)kVocab, s.repeats, s.decode_tokens, num_threads(), num_threads() == 1 ? "" : "s", load_average(), "model", "what",
-                "pos", "T", "ms", "peak MB", "state B/seq");
+                "pos", "T", "ms", "peak MB", "state B/seq", "tokens/s");
   std::string lines;
   auto report = [&](const Measurement& m) {
     const std::string line = measurement_json(m, s).dump();
@@ -170,17 +172,17 @@ int bench_scaling(const po::variables_map& vm) {
       std::printf("%-10s %-6s %-5s %6lld %10.3f %10.1f %14lld\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
                   (long long)m.T, m.ms, double(*m.peak_bytes) / (1 << 20), (long long)m.state_bytes);
     else
-      std::printf("%-10s %-6s %-5s %6lld %10.3f %10s %14lld\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
-                  (long long)m.T, m.ms, "-", (long long)m.state_bytes);
+      std::printf("%-10s %-6s %-5s %6lld %10.3f %10s %14lld %10.0f\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
+                  (long long)m.T, m.ms, "-", (long long)m.state_bytes, 1e3 / m.ms);
     std::fflush(stdout);
   };
   for (const ModelConfig& cfg : configs) {
     LanguageModel decoder(cfg, 1);
-    for (int64_t T : s.lens) {
+    for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
       const StepCost c = model_step_cost(cfg, s, T);
       report({cfg.family, "model", cfg.pos, T, s.batch, c.ms, c.peak_bytes, decoder.state_bytes(T), s.repeats});
     }
-    for (int64_t T : s.lens) {
+    for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
       const MixerCost m = measure_mixer(cfg, s.batch, T, s.repeats);
       report({cfg.family, "mixer", cfg.pos, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
               s.repeats});
@@ -198,5 +200,8 @@ int bench_scaling(const po::variables_map& vm) {
   }
   return 0;
 }
+
+int bench_scaling(const po::variables_map& vm) { return scaling_rows(vm, false); }
+int bench_decode(const po::variables_map& vm) { return scaling_rows(vm, true); }
 
 }  // namespace tri::cli

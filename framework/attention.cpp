@@ -23,6 +23,7 @@
 #include "vec_math.hpp"
 #include "autograd.hpp"
 #include "ops.hpp"
+#include "runtime.hpp"
 
 namespace tri {
 
@@ -309,6 +310,14 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
     }
 }
 
+// The (query, key) pairs a head computes: all of them, or those on and below the diagonal.
+int64_t visible_pairs(const Geometry& g) {
+  if (!g.causal) return g.Tq * g.Tk;
+  int64_t n = 0;
+  for (int64_t i = 0; i < g.Tq; ++i) n += g.key_end(i + 1);
+  return n;
+}
+
 // The sizes of an attention call, checked (shared by the fused and the naive version).
 struct AttentionShape {
   int64_t B, Tq, Tk, H, Dh;
@@ -349,9 +358,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   Tensor lse = Tensor::empty(Shape{s.B, s.H, s.Tq});
   if (s.Tq == 0) return out;
   forward(g, q.data(), k.data(), v.data(), out.data(), lse.data());
+  // The FLOP counter (runtime.hpp): 2 Dh per visible (query, key) pair for Q K^T and for P V.
+  const int64_t pairs_dh = visible_pairs(g) * g.Dh * g.B * g.H;
+  add_flops(4 * pairs_dh);
   if (!needs_grad({q, k, v})) return out;
-  record("attention", out, {q, k, v, out}, [q, k, v, out, lse, g](const float* gout) {
+  record("attention", out, {q, k, v, out}, [q, k, v, out, lse, g, pairs_dh](const float* gout) {
     float *gq = grad_of(q), *gk = grad_of(k), *gv = grad_of(v);
+    add_flops(10 * pairs_dh);  // the scores again, dV, dP, dQ and dK
     const int64_t per_thread = BackwardScratch::floats(g);
     Tensor scratch = Tensor::empty(Shape{int64_t(omp_get_max_threads()), per_thread});
 #pragma omp parallel

@@ -21,6 +21,11 @@ struct AttentionOptions {
 // k and the saved per-row log-sum-exp, so the extra memory is O(T) per head, never T x T.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt);
 
+// Decoding (attention_decode.cpp): a few queries against a long KV cache without a gradient,
+// reading the cache in place (no packed copies); the fused kernel's results to float rounding.
+// With a gradient it is attention() itself.
+Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt);
+
 // Naive reference: materialises the [B, H, Tq, Tk] probabilities (returned through `probs`
 // when given, for visualisation). Differentiable; used to test the fused kernel.
 Tensor attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,

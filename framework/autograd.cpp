@@ -1,6 +1,9 @@
 #include "autograd.hpp"
 
+#include <chrono>
 #include <string>
+
+#include "profile.hpp"
 
 namespace tri {
 
@@ -23,6 +26,7 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 
 void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
             std::function<void(const float*)> backward) {
+  if (profiling()) profile_forward(op);
   out.impl()->requires_grad = true;
   out.impl()->is_leaf = false;
   Node n{op, out, std::move(saved), {}, std::move(backward)};
@@ -56,7 +60,13 @@ void backward(const Tensor& loss) {
                     std::to_string(n.saved[i].version()) +
                     "); clone it before modifying, or modify it before the op");
     }
-    n.backward(n.out.grad_data());
+    if (profiling()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      n.backward(n.out.grad_data());
+      profile_backward(n.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      n.backward(n.out.grad_data());
+    }
     // Intermediate gradients are not needed once consumed: free them early.
     n.out.impl()->grad.reset();
     n.saved.clear();

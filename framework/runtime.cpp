@@ -4,6 +4,7 @@
 #include <dnnl.h>
 #include <omp.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -32,7 +33,8 @@ namespace tri {
 namespace {
 GemmBackend g_backend = GemmBackend::dnnl;
 int g_threads = 0;
-bool g_banner_warned = false;  // the banner already showed the slow-kernel warning
+bool g_banner_warned = false;
+std::atomic<int64_t> g_flops{0};  // the banner already showed the slow-kernel warning
 
 // OpenBLAS names its pre-AVX kernels after old cores; on a modern CPU they mean it fell back.
 bool is_generic_core(const std::string& core) {
@@ -130,10 +132,14 @@ void set_gemm_backend(const std::string& name) {
 
 GemmBackend gemm_backend() { return g_backend; }
 
+int64_t flop_count() { return g_flops.load(std::memory_order_relaxed); }
+void add_flops(int64_t n) { g_flops.fetch_add(n, std::memory_order_relaxed); }
+
 void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
               float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  add_flops(2 * m * n * k);
   if (be == GemmBackend::dnnl) {
     dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
                                   lda, b, ldb, beta, c, ldc);

@@ -34,6 +34,11 @@ void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, 
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
               float* c, int64_t ldc);
 
+// Floating-point operations done by sgemm calls (2 m n k each) and by kernels that report
+// theirs (add_flops: the attention kernel), since the process started; for GFLOP/s.
+int64_t flop_count();
+void add_flops(int64_t n);
+
 // Chooses the backend: "auto" (oneDNN: the faster on every size measured on this CPU, and
 // immune to OpenBLAS's kernel detection), "dnnl" or "openblas". Choosing OpenBLAS while it
 // runs a generic kernel prints a warning to stderr: it never runs slow silently.

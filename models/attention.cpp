@@ -102,7 +102,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
   cache.append(k, v);
   cache.pos += 1;
   // The query sits at the end of the cache, so causal attention sees every cached row.
-  Tensor o = attention(q, cache.k, cache.v, options_for(cfg));
+  Tensor o = attention_decode(q, cache.k, cache.v, options_for(cfg));
   return out_proj(merge_heads(o));
 }
 

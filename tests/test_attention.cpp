@@ -197,6 +197,28 @@ TEST_CASE("attention: probabilities of the naive path; same bits at 1 and 2 thre
   CHECK(bit_equal(one.gv, two.gv));
 }
 
+TEST_CASE("attention_decode: the naive path's output for few queries; same bits at 1 and 2 threads") {
+  const std::vector<Case> cases = {{2, 1, 37, 3, 24, true, true},   {2, 1, 37, 3, 24, false, false},
+                                   {1, 3, 150, 2, 16, true, false}, {1, 2, 150, 2, 16, false, true},
+                                   {1, 1, 1, 4, 8, true, true},     {2, 1, 300, 4, 32, true, false, 0.3f}};
+  uint64_t seed = 70;
+  for (const Case& c : cases) {
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    const V in = inputs(c, seed += 3);
+    NoGradGuard no_grad;
+    const Tensor naive = attention_naive(in[0], in[1], in[2], opt);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Tensor one = attention_decode(in[0], in[1], in[2], opt);
+    omp_set_num_threads(2);
+    const Tensor two = attention_decode(in[0], in[1], in[2], opt);
+    omp_set_num_threads(threads);
+    CHECK(scaled_err(one, naive) < 1e-5);  // float rounding of a softmax-weighted sum (as the fused kernel)
+    CHECK(bit_equal(one, two));
+  }
+}
+
 TEST_CASE("attention: bad shapes and options name the problem") {
   Tensor q = Tensor::zeros({1, 4, 2, 8}), k = Tensor::zeros({1, 6, 2, 8});
   AttentionOptions opt;

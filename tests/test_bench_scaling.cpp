@@ -94,3 +94,17 @@ TEST_CASE("bench scaling: a table by default, one family with --models, one-line
   CHECK(heads.code == 2);
   CHECK(count_lines(heads.err) == 1);
 }
+
+TEST_CASE("bench decode: the decode rows alone, at the lengths asked") {
+  Run r = run("bench decode --seq-lens 16,48 --d-model 16 --decode-tokens 2 --threads 1 --json", "OMP_NUM_THREADS=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<json> rows = json_lines(r.out);
+  REQUIRE(rows.size() == 3 * 2);
+  for (const json& row : rows) {
+    CHECK(row.at("what") == "decode");
+    CHECK(row.at("ms").get<double>() > 0);
+    CHECK(row.at("state_bytes").get<int64_t>() ==
+          expected_state_bytes(row.at("model"), row.at("seq_len").get<int64_t>()));
+  }
+}

@@ -18,7 +18,8 @@ struct Benchmark {
 };
 // Adding a benchmark: one row here and its function in bench/.
 const Benchmark kBenchmarks[] = {
-    {"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}, {"scaling", bench_scaling}};
+    {"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}, {"scaling", bench_scaling},
+    {"train", bench_train}, {"decode", bench_decode}};
 
 std::string benchmark_names() {
   std::string s;
@@ -48,33 +49,38 @@ void bench_options(CommandOptions& o) {
        "gemm: square sizes, comma-separated")
       ("seq-lens", po::value<std::string>()->value_name("LIST")
                        ->notifier([](const std::string& s) { check_sizes("seq-lens", s); }),
-       "mixers, scaling: sequence lengths, comma-separated; default 1024,2048,4096 (mixers), "
-       "256,512,1024,2048,4096 (scaling)")
+       "mixers, scaling, decode: sequence lengths, comma-separated; default 1024,2048,4096 "
+       "(mixers), 256,512,1024,2048,4096 (scaling), 128,256,...,8192 (decode)")
       ("batch", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("batch", 1, 1024)),
        "mixers, scaling: batch size (scaling decodes one sequence)")
       ("d-model", po::value<int>()->value_name("N")->default_value(128)->notifier(in_range("d-model", 1, 8192)),
-       "mixers, scaling: model width")
+       "mixers, scaling, decode: model width")
       ("heads", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("heads", 1, 256)),
-       "mixers, scaling: attention heads")
+       "mixers, scaling, decode: attention heads")
       ("models", po::value<std::string>()->value_name("LIST")->default_value("attention,linear,mamba"),
-       "scaling: model families, comma-separated")
+       "scaling, decode, train: model families, comma-separated")
+      ("configs", po::value<std::string>()->value_name("LIST"),
+       "train: sizes, comma-separated, of S (d 128, 2 layers, T 256, B 16), W (d 512, 4 layers, "
+       "8 heads, T 256, B 8), L1024, L2048, L4096 (d 128, 2 layers, B 4); default all")
+      ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward")
+      ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
-       "scaling: blocks per model")
+       "scaling, decode: blocks per model")
       ("decode-tokens", po::value<int>()->value_name("N")->default_value(16)
                             ->notifier(in_range("decode-tokens", 1, 4096)),
-       "scaling: generated tokens timed at each context length")
+       "scaling, decode: generated tokens timed at each context length")
       ("out", po::value<std::string>()->value_name("FILE"),
-       "scaling: also write the measurements as JSON lines to FILE (atomically)")
+       "scaling, decode: also write the measurements as JSON lines to FILE (atomically)")
       ("naive", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "mixers: also run the naive attention kernel (T x T memory) next to the fused one")
       ("model-shapes", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "gemm: also time the GEMMs of linear layers (forward, dx, dW) at typical model shapes")
       ("repeats", po::value<int>()->value_name("N")->notifier(in_range("repeats", 1, 1000)),
-       "timed runs per case; the median is reported; default 5 (scaling: 3)")
+       "timed runs per case; the median is reported; default 5 (scaling: 3, train: 10 steps)")
       ("min-time", po::value<double>()->value_name("SEC")->default_value(0.2, "0.2")
                        ->notifier(in_range("min-time", 0.001, 60.0)),
        "minimum duration of one timed run, in seconds")
-      ("json", po::bool_switch(), "print one JSON object instead of a table (scaling: JSON lines)");
+      ("json", po::bool_switch(), "print one JSON object instead of a table (scaling, decode, train: JSON lines)");
   o.positional.add("benchmark", 1);
 }
 

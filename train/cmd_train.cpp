@@ -118,7 +118,10 @@ void train_options(CommandOptions& o) {
        "continue the run in DIR from DIR/last.h5 with its saved config")
       ("stop-at", po::value<int64_t>()->value_name("STEP"),
        "pause at this step (checkpoint, then exit; continue with --resume); 0 = before the first "
-       "step, a checkpoint of the initial weights");
+       "step, a checkpoint of the initial weights")
+      ("profile", po::bool_switch(),
+       "print where the step time goes at the end: ms per step of each op kind, forward and "
+       "backward, over the steps after the first two");
 }
 
 int run_train(const po::variables_map& vm) {
@@ -140,6 +143,7 @@ int run_train(const po::variables_map& vm) {
   const std::string dir = config.run.out;
   Trainer trainer(config, dir);  // builds before anything is written
   if (!checkpoint.empty()) trainer.resume(checkpoint);
+  trainer.set_profile(vm["profile"].as<bool>());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the run folder " + dir + ": " + ec.message());

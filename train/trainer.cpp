@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/profile.hpp"
 #include "framework/rng.hpp"
 #include "framework/stats.hpp"
 #include "train/atomic_file.hpp"
@@ -56,22 +57,6 @@ void wait_for_signal_if_asked(int64_t step) {
   sigprocmask(SIG_SETMASK, &before, nullptr);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model) {
-  if (c.optimizer == "sgd") {
-    SGDOptions o;
-    o.lr = c.lr;
-    o.momentum = c.momentum;
-    o.weight_decay = c.weight_decay;
-    return std::make_unique<SGD>(model.parameters(), o);
-  }
-  AdamWOptions o;
-  o.lr = c.lr;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.weight_decay = c.weight_decay;
-  return std::make_unique<AdamW>(model.parameters(), o);
-}
 
 std::string hex64(uint64_t v) {
   char buf[20];
@@ -112,6 +97,23 @@ void prune_step_checkpoints(const std::string& dir, int64_t keep) {
 }
 
 }  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model) {
+  if (c.optimizer == "sgd") {
+    SGDOptions o;
+    o.lr = c.lr;
+    o.momentum = c.momentum;
+    o.weight_decay = c.weight_decay;
+    return std::make_unique<SGD>(model.parameters(), o);
+  }
+  AdamWOptions o;
+  o.lr = c.lr;
+  o.beta1 = c.beta1;
+  o.beta2 = c.beta2;
+  o.eps = c.eps;
+  o.weight_decay = c.weight_decay;
+  return std::make_unique<AdamW>(model.parameters(), o);
+}
 
 Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(config), dir_(dir) {
   const uint64_t seed = uint64_t(config_.run.seed);
@@ -249,6 +251,8 @@ int Trainer::run(int64_t stop_at) {
   std::fflush(stdout);
 
   std::string status = "finished";
+  const int64_t first_step = step_;
+  int64_t profiled_from = -1;  // the first profiled step (--profile), after a warm-up
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
   double train_acc = NAN;
@@ -257,15 +261,31 @@ int Trainer::run(int64_t stop_at) {
       status = "paused";
       break;
     }
-    const Batch batch = make_batch(config_.task, train_stream_, uint64_t(step_), B);
+    if (profile_ && profiled_from < 0 && step_ >= first_step + kProfileWarmup) {
+      profile_enable(true);
+      profile_reset();
+      profiled_from = step_;
+    }
+    profile_mark();
+    const Batch batch = [&] {
+      ProfilePhase p("make_batch");
+      return make_batch(config_.task, train_stream_, uint64_t(step_), B);
+    }();
     const Tensor logits = model_->forward(batch.inputs);
     const Tensor loss = cross_entropy(logits, batch.targets);
     backward(loss);
-    const double grad_norm = clip_grad_norm(params, config_.optimizer.clip);
+    double grad_norm;
+    {
+      ProfilePhase p("clip_grad_norm");
+      grad_norm = clip_grad_norm(params, config_.optimizer.clip);
+    }
     const double lr = schedule_->lr_at(step_);
-    opt_->set_lr(lr);
-    opt_->step();
-    opt_->zero_grad();
+    {
+      ProfilePhase p("adamw");
+      opt_->set_lr(lr);
+      opt_->step();
+      opt_->zero_grad();
+    }
     ++step_;
     tokens_seen_ += B * T;
     ++interval_steps;
@@ -317,6 +337,10 @@ int Trainer::run(int64_t stop_at) {
   }
   if (status == "paused") save_checkpoint();
   progress.finish();
+  if (profiling()) {
+    profile_enable(false);
+    std::printf("%s", profile_report(step_ - profiled_from).c_str());
+  }
   if (status == "finished" || status == "early_stop") evaluate_lengths_at_end();
   write_summary(status);
 

@@ -26,6 +26,9 @@
 
 namespace tri::cli {
 
+// The run's optimizer over the model's parameters (AdamW or SGD, with its decay groups).
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model);
+
 class Trainer {
  public:
   // `config` is resolved and validated (RunConfig::resolve, validate); `dir` is the run folder.
@@ -39,6 +42,10 @@ class Trainer {
   // SIGINT/SIGTERM, always leaving last.h5 and summary.json behind. Returns the exit code:
   // 0, or 128 + the signal number after an interruption.
   int run(int64_t stop_at);
+  // --profile: time per op kind over the steps after the first kProfileWarmup of this
+  // invocation, printed at the end (framework/profile.hpp).
+  void set_profile(bool on) { profile_ = on; }
+  static constexpr int64_t kProfileWarmup = 2;
 
   const LanguageModel& model() const { return *model_; }
 
@@ -49,6 +56,7 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<LrSchedule> schedule_;
   uint64_t train_stream_;
+  bool profile_ = false;
 
   // Progress, saved in every checkpoint.
   int64_t step_ = 0, tokens_seen_ = 0;

@@ -1,0 +1,281 @@
+// trilemma bench train: the training step (forward, cross-entropy, backward, clipping, AdamW) of
+// whole models at the sizes the PyTorch comparison uses (bench/vs_torch.py, docs/BENCHMARKS.md).
+// Each (configuration, model) row runs in a child process of its own, so its peak RSS is its
+// own. Per row: the median step time over --repeats timed steps (after two warm-up steps), tokens
+// per second, peak RSS, the GEMM-class FLOPs of a step (sgemm calls and the attention kernel) and
+// their rate as a share of the sgemm peak, measured here first on square 2048 GEMMs.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/bench.hpp"
+#include "data/tasks.hpp"
+#include "framework/autograd.hpp"
+#include "framework/ops.hpp"
+#include "framework/profile.hpp"
+#include "framework/rng.hpp"
+#include "framework/runtime.hpp"
+#include "models/family.hpp"
+#include "models/layers.hpp"
+#include "models/lm.hpp"
+#include "train/run_config.hpp"
+#include "train/trainer.hpp"
+
+namespace tri::cli {
+
+namespace {
+
+// The sizes of the comparison. Attention and linear attention: pre-norm blocks with a GELU MLP,
+// biases on the projections, learned positions; Mamba: its blocks alone (no MLP, as in the
+// paper). Vocabulary 64, the induction task.
+struct TrainSize {
+  const char* name;
+  int64_t d_model, n_layers, heads, seq_len, batch;
+};
+constexpr TrainSize kSizes[] = {{"S", 128, 2, 4, 256, 16},
+                                {"W", 512, 4, 8, 256, 8},
+                                {"L1024", 128, 2, 4, 1024, 4},
+                                {"L2048", 128, 2, 4, 2048, 4},
+                                {"L4096", 128, 2, 4, 4096, 4}};
+constexpr int kWarmupSteps = 2;
+
+std::string size_names() {
+  std::string s;
+  for (const TrainSize& t : kSizes) s += std::string(s.empty() ? "" : ",") + t.name;
+  return s;
+}
+
+const TrainSize& find_size(const std::string& name) {
+  for (const TrainSize& t : kSizes)
+    if (name == t.name) return t;
+  throw UsageError("--configs: unknown configuration '" + name + "' (allowed: " + size_names() + ")");
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string split_join(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+RunConfig train_config(const TrainSize& size, const std::string& family) {
+  RunConfig c = RunConfig::of(family, "induction");
+  const bool heads = dynamic_cast<HeadOptions*>(c.model.mixer.get()) != nullptr;
+  TextMap text = {{"vocab", "64"},
+                  {"d-model", std::to_string(size.d_model)},
+                  {"n-layers", std::to_string(size.n_layers)},
+                  {"seq-len", std::to_string(size.seq_len)},
+                  {"batch", std::to_string(size.batch)},
+                  {"mlp", heads ? "gelu" : "none"}};
+  if (heads) {
+    text["n-heads"] = std::to_string(size.heads);
+    text["bias"] = "1";
+    text["pos"] = "learned";
+  }
+  return as_usage_error([&] {
+    read_text(c, text, false);
+    c.resolve();
+    c.validate();
+    return c;
+  });
+}
+
+rusage self_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u;
+}
+double peak_rss_mib() { return double(self_usage().ru_maxrss) / 1024.0; }  // ru_maxrss is in KiB
+
+// GFLOP/s of square n x n sgemm on the selected backend: the median of `repeats` timed calls.
+double sgemm_peak_gflops(int64_t n, int repeats) {
+  std::vector<float> a(size_t(n * n), 0.5f), b(size_t(n * n), 0.25f), c(size_t(n * n));
+  std::vector<double> s;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sgemm(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    if (r > 0) s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * double(n) * double(n) * double(n) / median(s) * 1e-9;
+}
+
+// One row, in this process: the model trained for kWarmupSteps + `steps` steps on batches drawn
+// before the clock starts.
+Json train_row(const TrainSize& size, const std::string& family, int steps, bool profile) {
+  const RunConfig c = train_config(size, family);
+  LanguageModel model(c.model, seed_mix(uint64_t(c.run.seed), 0));  // as train initialises it
+  const std::vector<Parameter> params = model.parameters();
+  std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, model);
+  std::vector<Batch> batches;
+  const uint64_t stream = stream_seed(c.run.seed, "train");
+  for (int s = 0; s < kWarmupSteps + steps; ++s) batches.push_back(make_batch(c.task, stream, uint64_t(s), size.batch));
+  std::vector<double> ms;
+  int64_t flops = 0, faults = 0, activations = 0;
+  for (int s = 0; s < kWarmupSteps + steps; ++s) {
+    if (s == kWarmupSteps) {
+      profile_enable(profile);
+      profile_reset();
+    }
+    const int64_t f0 = flop_count(), faults0 = self_usage().ru_minflt;
+    const auto t0 = std::chrono::steady_clock::now();
+    profile_mark();
+    const int64_t live0 = memory_live_bytes();
+    const Tensor loss = cross_entropy(model.forward(batches[size_t(s)].inputs), batches[size_t(s)].targets);
+    activations = memory_live_bytes() - live0;
+    backward(loss);
+    {
+      ProfilePhase p("clip_grad_norm");
+      clip_grad_norm(params, c.optimizer.clip);
+    }
+    {
+      ProfilePhase p("adamw");
+      opt->step();
+      opt->zero_grad();
+    }
+    if (s >= kWarmupSteps) {
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      flops = flop_count() - f0;
+      faults += self_usage().ru_minflt - faults0;
+    }
+  }
+  profile_enable(false);
+  const double med = median(ms);
+  Json row = {{"config", size.name},
+              {"model", family},
+              {"batch", size.batch},
+              {"seq_len", size.seq_len},
+              {"d_model", size.d_model},
+              {"n_layers", size.n_layers},
+              {"n_heads", dynamic_cast<HeadOptions*>(c.model.mixer.get()) ? Json(size.heads) : Json(nullptr)},
+              {"mlp", c.model.mlp},
+              {"params", model.num_parameters()},
+              {"steps", steps},
+              {"ms_median", med},
+              {"ms", ms},
+              {"tokens_per_s", double(size.batch * size.seq_len) / med * 1e3},
+              {"peak_rss_mib", peak_rss_mib()},
+              {"peak_tensor_mib", double(memory_peak_bytes()) / (1 << 20)},  // of that, in tensors
+              {"activation_mib", double(activations) / (1 << 20)},  // what the forward leaves for backward
+              {"gflop_per_step", double(flops) * 1e-9},
+              {"gflops", double(flops) * 1e-6 / med},
+              {"page_faults_per_step", double(faults) / steps},  // fresh pages: memory not reused
+              {"threads", num_threads()},
+              {"gemm", runtime_info().gemm_backend}};
+  if (profile) {
+    Json ops = Json::array();
+    for (const OpTime& r : profile_table())
+      ops.push_back({{"op", r.op},
+                     {"calls", double(r.calls) / steps},
+                     {"forward_ms", r.forward_ms / steps},
+                     {"backward_ms", r.backward_ms / steps}});
+    row["profile"] = ops;
+    row["profile_text"] = profile_report(steps);
+  }
+  return row;
+}
+
+// Runs `args` as a child of /proc/self/exe and returns its stdout; throws on a non-zero exit.
+std::string run_child(const std::vector<std::string>& args, const std::string& label) {
+  int fd[2];
+  if (pipe(fd) != 0) throw Error(std::string("bench train: pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("bench train: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    dup2(fd[1], STDOUT_FILENO);
+    close(fd[0]);
+    close(fd[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(fd[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buf, size_t(n));
+  close(fd[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error("bench train: the row '" + label + "' failed (" +
+                (WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
+                                   : "signal " + std::to_string(WTERMSIG(status))) + ")");
+  return out;
+}
+
+void print_row(const Json& r) {
+  const double share = r["peak_share"].get<double>();
+  std::printf("%-6s %-10s %10lld %10.1f %11.0f %9.0f %8.1f %6.0f%%\n", r["config"].get<std::string>().c_str(),
+              r["model"].get<std::string>().c_str(), (long long)r["params"].get<int64_t>(),
+              r["ms_median"].get<double>(), r["tokens_per_s"].get<double>(), r["peak_rss_mib"].get<double>(),
+              r["gflops"].get<double>(), 100 * share);
+  if (r.contains("profile_text")) std::printf("%s\n", r["profile_text"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int bench_train(const po::variables_map& vm) {
+  const std::vector<std::string> families = split_commas(vm["models"].as<std::string>());
+  std::vector<const TrainSize*> sizes;
+  for (const std::string& n : split_commas(vm.count("configs") ? vm["configs"].as<std::string>() : size_names()))
+    sizes.push_back(&find_size(n));
+  for (const TrainSize* s : sizes)
+    for (const std::string& f : families) {
+      const std::vector<std::string> known = family_names();
+      if (std::find(known.begin(), known.end(), f) == known.end())
+        throw UsageError("--models: unknown model '" + f + "' (allowed: " + split_join(known) + ")");
+      train_config(*s, f);  // every row checked before any runs
+    }
+  const int steps = bench_repeats(vm, 10);
+  const bool json = vm["json"].as<bool>(), profile = vm["profile"].as<bool>();
+  if (vm["row"].as<bool>()) {  // a child: one row, one JSON line
+    std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile).dump().c_str());
+    return 0;
+  }
+  const double peak = sgemm_peak_gflops(2048, 5);
+  if (!json)
+    std::printf("train step, median of %d steps after %d warm-up; sgemm peak %.0f GFLOP/s (2048^3); "
+                "load average %.2f\n%-6s %-10s %10s %10s %11s %9s %8s %7s\n",
+                steps, kWarmupSteps, peak, load_average(), "config", "model", "params", "ms/step", "tokens/s",
+                "RSS MiB", "GFLOP/s", "peak");
+  for (const TrainSize* s : sizes)
+    for (const std::string& f : families) {
+      std::vector<std::string> args = {"trilemma", "bench", "train", "--row", "--configs", s->name,
+                                       "--models", f, "--repeats", std::to_string(steps), "--threads",
+                                       std::to_string(num_threads()), "--gemm", runtime_info().gemm_backend,
+                                       "--json"};
+      if (profile) args.push_back("--profile");
+      Json r = Json::parse(run_child(args, std::string(s->name) + " " + f));
+      r["sgemm_peak_gflops"] = peak;
+      r["peak_share"] = r["gflops"].get<double>() / peak;
+      if (json) {
+        std::printf("%s\n", r.dump().c_str());
+        std::fflush(stdout);
+      } else {
+        print_row(r);
+      }
+    }
+  return 0;
+}
+
+}  // namespace tri::cli
