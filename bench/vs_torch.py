@@ -2,7 +2,7 @@
 
 For rounds r = 1..R, for each (config, model): trilemma, tuned PyTorch and plain PyTorch, each
 in its own process, their order rotated by one per round. trilemma runs `trilemma bench train`
-(or, on a build without it, `trilemma train`, read from its metrics.jsonl); PyTorch runs
+(the same sizes, 2 warm-up steps, its GFLOP/s and share of the sgemm peak); PyTorch runs
 bench/torch_models.py:
   tuned  --form tuned, --threads T, with OPENBLAS_CORETYPE=SKYLAKEX (Haswell without avx512f;
          Debian's OpenBLAS otherwise falls back to Prescott), OMP_WAIT_POLICY=PASSIVE,
@@ -34,12 +34,7 @@ TORCH_MODELS = os.path.join(HERE, "torch_models.py")
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_THREADS")
 WARMUP = 2
-CONFIG_ARGS = {  # as bench/torch_models.py's CONFIGS
-    "S": "--d-model 128 --n-layers 2 --seq-len 256 --batch 16", "W": "--d-model 512 --n-layers 4 --seq-len 256 --batch 8",
-    "L1024": "--d-model 128 --n-layers 2 --seq-len 1024 --batch 4",
-    "L2048": "--d-model 128 --n-layers 2 --seq-len 2048 --batch 4",
-    "L4096": "--d-model 128 --n-layers 2 --seq-len 4096 --batch 4"}
-HEADS = {"S": 4, "W": 8}
+CONFIGS = ("S", "W", "L1024", "L2048", "L4096")  # trilemma bench train's, torch_models.py's
 GROUPS = [("S: d 128, 2 layers, 4 heads, T 256, B 16", ["S"]),
           ("W: d 512, 4 layers, 8 heads, T 256, B 8", ["W"]),
           ("L: d 128, 2 layers, 4 heads, B 4, T 1024 / 2048 / 4096", ["L1024", "L2048", "L4096"])]
@@ -74,46 +69,15 @@ def run(cmd, env):
         return out.read(), usage.ru_maxrss / 1024
 
 
-def has_bench_train(trilemma):
-    """Whether this build's `trilemma bench` lists a train benchmark (else: `trilemma train`)."""
-    out = subprocess.run([trilemma, "bench", "--help"], capture_output=True, text=True).stdout
-    return any(line.strip().startswith("run a benchmark") and "train" in line for line in out.splitlines())
-
-
-def train_args(config, model):
-    a = f"--model {model} --task induction --vocab 64 {CONFIG_ARGS[config]}"
-    if model == "mamba":
-        return a + " --mlp none"
-    return a + f" --n-heads {HEADS.get(config, 4)} --bias 1 --pos learned"
-
-
-def trilemma_cmd(a, config, model, out_dir=None):
-    exe = os.path.join(a.build, "trilemma")
-    if a.bench_train:
-        return [exe, "bench", "train", "--configs", config, "--models", model, "--steps", str(a.steps),
-                "--threads", str(a.threads), "--json"]
-    return [exe, "train", *train_args(config, model).split(), "--steps", str(WARMUP + a.steps),
-            "--log-every", "1", "--eval-every", "100000", "--eval-batches", "1", "--progress", "none",
-            "--threads", str(a.threads), "--out", out_dir or "RUN_DIR"]
+def trilemma_cmd(a, config, model):
+    return [os.path.join(a.build, "trilemma"), "bench", "train", "--configs", config, "--models", model,
+            "--repeats", str(a.steps), "--threads", str(a.threads), "--json"]
 
 
 def run_trilemma(a, config, model):
-    if a.bench_train:
-        out, rss = run(trilemma_cmd(a, config, model), clean_env())
-        rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-        row = next(r for r in rows if r.get("config") == config and r.get("model") == model)
-        return row
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = os.path.join(tmp, "run")
-        _, rss = run(trilemma_cmd(a, config, model, run_dir), clean_env())
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            ms = [json.loads(l)["ms_per_step"] for l in f if '"train"' in l][WARMUP:]
-        with open(os.path.join(run_dir, "summary.json")) as f:
-            params = json.load(f)["parameters"]
-    med = statistics.median(ms)
-    T, B = int(CONFIG_ARGS[config].split()[5]), int(CONFIG_ARGS[config].split()[7])
-    return {"config": config, "model": model, "params": params, "ms_median": med, "ms": ms,
-            "tokens_per_s": B * T / med * 1e3, "peak_rss_mib": round(rss, 1)}
+    out, _ = run(trilemma_cmd(a, config, model), clean_env())
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return next(r for r in rows if r.get("config") == config and r.get("model") == model)
 
 
 def torch_cmd(a, config, model, form):
@@ -225,7 +189,7 @@ def report(a, rows, argv):
         if configs:
             md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
     md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
-           "and per row (RUN_DIR a fresh folder):", "", "```"] + cmds + ["```", ""]
+           "and per row:", "", "```"] + cmds + ["```", ""]
     jsonl = os.path.abspath(a.out_jsonl)
     jsonl = os.path.relpath(jsonl, ROOT) if jsonl.startswith(ROOT + os.sep) else jsonl
     md += [f"Raw measurements: `{jsonl}` (one JSON line per process).", "",
@@ -253,9 +217,8 @@ def main():
     a = p.parse_args()
     a.configs, a.models = a.configs.split(","), a.models.split(",")
     for c in a.configs:
-        if c not in CONFIG_ARGS:
-            sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIG_ARGS)})")
-    a.bench_train = has_bench_train(os.path.join(a.build, "trilemma"))
+        if c not in CONFIGS:
+            sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")
     tmp = a.out_jsonl + ".tmp"
     with open(tmp, "w") as log:
         rows = sweep(a, log)
