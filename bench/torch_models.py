@@ -1,0 +1,209 @@
+"""The PyTorch baseline of the training benchmark: trilemma's benchmark models (tests/torch/models.py's
+LanguageModel: the same structure, names, initialisation and parameter counts) trained with
+AdamW and grad-norm clipping as train/trainer.cpp does (lr 1e-3, betas 0.9/0.999, eps 1e-8,
+weight decay 0.1 except norms, biases, embeddings and Mamba's A_log/D; clip 1.0; warm-up 50 then
+cosine), on random token batches of the benchmark's shapes.
+
+  --form plain  PyTorch out of the box: models.py as written (masked softmax attention, masked
+                quadratic linear attention, Mamba's sequential scan by unbind), AdamW's default
+                implementation, zero_grad(set_to_none=True).
+  --form tuned  the fastest form measured per model and shape (torch_forms.py says what each
+                does; TUNED below is the choice), AdamW(foreach=True). The process environment
+                (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, tcmalloc, threads) is the caller's:
+                bench/vs_torch.py sets it.
+
+Measured here (1 thread, tuned environment, median ms per step over 2-3 steps on a shared machine
+at load 5-7, so only the ratios mean anything; the chosen form first):
+  attention  L2048: qkv 5800, 5940 vs blocked 11020, 8040 (the strided key/query slices and the
+             extra copies cost more than the skipped upper half saves) -> qkv at every T
+  linear     S: chunked 251 vs quadratic 444;  L4096: chunked 2745 vs quadratic 13770 (RSS 757
+             vs 3793 MiB) -> chunked at every T
+  mamba      S: chunked 450 vs blelloch 491 vs sequential 755;  L4096: chunked 3196 vs blelloch
+             5886 vs sequential 4682 -> chunked at every T
+  (2 threads at S, load 5: mamba chunked 439-1259 vs plain unbind form 14660-20300 ms)
+
+--check: every fast form against the plain form on the same weights and batch, forward + backward
+in float32, both compared with a float64 run of the plain form. Criterion per tensor (the loss and
+every parameter's gradient): RMS(fast32 - plain64) <= 4 RMS(plain32 - plain64) + 8 eps32
+RMS(plain64). Reordered float32 sums differ from the reference by a few times its own rounding
+error, never more; a wrong formula is off by orders of magnitude.
+
+Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096
+       --model attention|linear|mamba [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
+       [--threads 2] [--json]
+       /usr/bin/python3 bench/torch_models.py --check
+"""
+import argparse
+import copy
+import json
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from models import LanguageModel, no_weight_decay  # noqa: E402
+from torch_forms import FORMS, use_form  # noqa: E402
+
+VOCAB = 64
+CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCHMARKS.md's configs
+    "S": (128, 2, 4, 256, 16),
+    "W": (512, 4, 8, 256, 8),
+    "L1024": (128, 2, 4, 1024, 4),
+    "L2048": (128, 2, 4, 2048, 4),
+    "L4096": (128, 2, 4, 4096, 4),
+}
+TUNED = {"attention": lambda T: "qkv",
+         "linear": lambda T: "chunked",
+         "mamba": lambda T: "chunked"}
+LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
+
+
+def model_config(family, d, layers, heads, T):
+    cfg = dict(family=family, vocab=VOCAB, d_model=d, n_layers=layers, max_seq_len=T)
+    if family == "mamba":
+        return dict(cfg, mlp="none")
+    return dict(cfg, n_heads=heads, bias=True, pos="learned")
+
+
+def build(family, d, layers, heads, T, variant=None, seed=0):
+    torch.manual_seed(seed)
+    model = LanguageModel(model_config(family, d, layers, heads, T))
+    return use_form(model, family, variant) if variant else model
+
+
+def make_optimizer(model, tuned):
+    named = list(model.named_parameters())
+    groups = [{"params": [p for n, p in named if not no_weight_decay(n)], "weight_decay": WEIGHT_DECAY},
+              {"params": [p for n, p in named if no_weight_decay(n)], "weight_decay": 0.0}]
+    extra = {"foreach": True} if tuned else {}
+    return torch.optim.AdamW(groups, lr=LR, betas=BETAS, eps=EPS, **extra)
+
+
+def lr_at(step, total):
+    warm = min(WARMUP, total)
+    if step < warm:
+        return LR * (step + 1) / warm
+    return 0.5 * LR * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
+
+
+def train_step(model, opt, ids, targets, step, total):
+    for group in opt.param_groups:
+        group["lr"] = lr_at(step, total)
+    logits = model(ids)
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def bench(a):
+    d, layers, heads, T, batch = CONFIGS[a.config]
+    variant = None
+    if a.form == "tuned":
+        variant = a.variant or TUNED[a.model](T)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    model = build(a.model, d, layers, heads, T, variant)
+    opt = make_optimizer(model, a.form == "tuned")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (batch, T), generator=g)
+    targets = torch.randint(0, VOCAB, (batch, T), generator=g)
+    total = a.warmup + a.steps
+    ms = []
+    for step in range(total):
+        t0 = time.perf_counter()
+        train_step(model, opt, ids, targets, step, total)
+        if step >= a.warmup:
+            ms.append(round(1e3 * (time.perf_counter() - t0), 3))
+    med = statistics.median(ms)
+    return {"config": a.config, "model": a.model, "form": a.form, "variant": variant or "models.py",
+            "params": sum(p.numel() for p in model.parameters()), "ms_median": med, "ms": ms,
+            "tokens_per_s": round(batch * T / med * 1e3, 1),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def loss_and_grads(model, ids, targets, dtype):
+    model = copy.deepcopy(model).to(dtype)
+    loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), targets.reshape(-1))
+    loss.backward()
+    out = {"loss": loss.detach().double().reshape(1)}
+    out.update({n: p.grad.double() for n, p in model.named_parameters()})
+    return out
+
+
+def rms(t):
+    return t.pow(2).mean().sqrt().item()
+
+
+def check(threads):
+    """Every fast form against the plain one; returns the number of failing tensors."""
+    torch.set_num_threads(threads)
+    sizes = dict(d=32, layers=2, heads=4, T=256, batch=2)  # T 256: 4 chunks of 64
+    failures = 0
+    for family, (_, _, variants) in FORMS.items():
+        ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], sizes["T"])
+        with torch.no_grad():  # move the weights off their init so every gradient path matters
+            for p in ref.parameters():
+                p.add_(0.02 * torch.randn_like(p))
+        g = torch.Generator().manual_seed(2)
+        ids = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
+        targets = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
+        exact = loss_and_grads(ref, ids, targets, torch.float64)
+        plain = loss_and_grads(ref, ids, targets, torch.float32)
+        for variant in variants:
+            FORMS[family][0].block = 64  # blocked attention: several blocks at this small T
+            fast = loss_and_grads(use_form(copy.deepcopy(ref), family, variant), ids, targets,
+                                  torch.float32)
+            worst = 0.0
+            for name, x in exact.items():
+                bound = 4 * rms(plain[name] - x) + 8 * torch.finfo(torch.float32).eps * rms(x)
+                err = rms(fast[name] - x)
+                worst = max(worst, err / bound if bound > 0 else math.inf * (err > 0))
+                if err > bound:
+                    failures += 1
+                    print(f"FAIL {family}/{variant} {name}: rms error {err:.3e} > bound {bound:.3e}")
+            print(f"{family}/{variant}: loss {fast['loss'].item():.6f} (plain "
+                  f"{plain['loss'].item():.6f}); worst error/bound {worst:.2f} over "
+                  f"{len(exact)} tensors")
+        FORMS[family][0].block = 512
+    return failures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", choices=list(CONFIGS), default="S")
+    p.add_argument("--model", choices=list(FORMS), default="attention")
+    p.add_argument("--form", choices=["tuned", "plain"], default="tuned")
+    p.add_argument("--variant", help="tuned form to use instead of the chosen one (see torch_forms.py)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--threads", type=int, default=2, help="torch threads; 0 = torch's default")
+    p.add_argument("--json", action="store_true", help="one JSON line instead of a sentence")
+    p.add_argument("--check", action="store_true", help="check the fast forms against the plain one")
+    a = p.parse_args()
+    if a.check:
+        failures = check(max(1, a.threads))
+        print("all forms match" if not failures else f"{failures} tensors out of bounds")
+        sys.exit(1 if failures else 0)
+    r = bench(a)
+    if a.json:
+        print(json.dumps(r), flush=True)
+    else:
+        print(f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} ms/step, "
+              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB")
+
+
+if __name__ == "__main__":
+    main()

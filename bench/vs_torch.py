@@ -1,0 +1,231 @@
+"""Training throughput of trilemma against a tuned and an out-of-the-box PyTorch, in one sweep.
+
+For rounds r = 1..R, for each (config, model): trilemma, tuned PyTorch and plain PyTorch, each
+in its own process, their order rotated by one per round. trilemma runs `trilemma bench train`
+(the same sizes, 2 warm-up steps, its GFLOP/s and share of the sgemm peak); PyTorch runs
+bench/torch_models.py:
+  tuned  --form tuned, --threads T, with OPENBLAS_CORETYPE=SKYLAKEX (Haswell without avx512f;
+         Debian's OpenBLAS otherwise falls back to Prescott), OMP_WAIT_POLICY=PASSIVE,
+         OMP_NUM_THREADS=T and tcmalloc through LD_PRELOAD (when installed);
+  plain  --form plain, torch's default threads, the inherited environment without those.
+trilemma gets the same environment as plain, with --threads T. The parameter counts of the three
+must be equal per cell (else exit 1). Writes every raw measurement as JSON lines (--out-jsonl)
+and the report (--out-md, atomically): machine and library versions, the commands, one table
+per config group with medians over rounds and their spread, then any --append markdown files
+(decoding, busy machine, profile sections).
+
+Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
+       [--models attention,linear,mamba] [--rounds 3] [--steps 10] [--threads 2] [--build build]
+       [--out-md docs/BENCHMARKS.md] [--out-jsonl docs/benchmarks.jsonl] [--append FILE ...]
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PYTHON = "/usr/bin/python3"
+TORCH_MODELS = os.path.join(HERE, "torch_models.py")
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_THREADS")
+WARMUP = 2
+CONFIGS = ("S", "W", "L1024", "L2048", "L4096")  # trilemma bench train's, torch_models.py's
+GROUPS = [("S: d 128, 2 layers, 4 heads, T 256, B 16", ["S"]),
+          ("W: d 512, 4 layers, 8 heads, T 256, B 8", ["W"]),
+          ("L: d 128, 2 layers, 4 heads, B 4, T 1024 / 2048 / 4096", ["L1024", "L2048", "L4096"])]
+
+
+def clean_env():
+    return {k: v for k, v in os.environ.items() if k not in TUNING_VARS}
+
+
+def openblas_core():
+    with open("/proc/cpuinfo") as f:
+        return "SKYLAKEX" if " avx512f" in f.read() else "Haswell"
+
+
+def tuned_env(threads):
+    env = dict(clean_env(), OPENBLAS_CORETYPE=openblas_core(), OMP_WAIT_POLICY="PASSIVE",
+               OMP_NUM_THREADS=str(threads))
+    if os.path.exists(TCMALLOC):
+        env["LD_PRELOAD"] = TCMALLOC
+    return env
+
+
+def run(cmd, env):
+    """Runs cmd; returns its stdout and its peak RSS in MiB (wait4's ru_maxrss of that process)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if p.returncode:
+            sys.exit(f"failed ({p.returncode}): {shlex.join(cmd)}\n{err.read()}")
+        return out.read(), usage.ru_maxrss / 1024
+
+
+def trilemma_cmd(a, config, model):
+    return [os.path.join(a.build, "trilemma"), "bench", "train", "--configs", config, "--models", model,
+            "--repeats", str(a.steps), "--threads", str(a.threads), "--json"]
+
+
+def run_trilemma(a, config, model):
+    out, _ = run(trilemma_cmd(a, config, model), clean_env())
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return next(r for r in rows if r.get("config") == config and r.get("model") == model)
+
+
+def torch_cmd(a, config, model, form):
+    return [PYTHON, TORCH_MODELS, "--config", config, "--model", model, "--form", form,
+            "--steps", str(a.steps), "--warmup", str(WARMUP),
+            "--threads", str(a.threads if form == "tuned" else 0), "--json"]
+
+
+def run_torch(a, config, model, form):
+    env = tuned_env(a.threads) if form == "tuned" else clean_env()
+    out, rss = run(torch_cmd(a, config, model, form), env)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def sweep(a, log):
+    rows = []
+    runners = [("trilemma", lambda c, m: run_trilemma(a, c, m)),
+               ("torch_tuned", lambda c, m: run_torch(a, c, m, "tuned")),
+               ("torch_plain", lambda c, m: run_torch(a, c, m, "plain"))]
+    for r in range(1, a.rounds + 1):
+        for config in a.configs:
+            for model in a.models:
+                k = (r - 1) % len(runners)
+                params = {}
+                for name, fn in runners[k:] + runners[:k]:
+                    row = dict(fn(config, model), system=name, round=r)
+                    rows.append(row)
+                    log.write(json.dumps(row) + "\n")
+                    log.flush()
+                    params[name] = row["params"]
+                    print(f"round {r} {config} {model} {name}: {row['ms_median']:.1f} ms/step", flush=True)
+                if len(set(params.values())) != 1:
+                    sys.exit(f"{config} {model}: parameter counts differ: {params}")
+    return rows
+
+
+def cell(rows, config, model, system, key="ms_median"):
+    return [r[key] for r in rows if (r["config"], r["model"], r["system"]) == (config, model, system)
+            and r.get(key) is not None]
+
+
+def fmt_ms(v):
+    if not v:
+        return "n/a"
+    med = statistics.median(v)
+    return f"{med:.0f} ({min(v):.0f}-{max(v):.0f})" if len(v) > 1 else f"{med:.0f}"
+
+
+def ratio(rows, config, model, other):
+    ours, theirs = cell(rows, config, model, "trilemma"), cell(rows, config, model, other)
+    return f"{statistics.median(theirs) / statistics.median(ours):.2f}x" if ours and theirs else "n/a"
+
+
+def table(rows, configs, models):
+    lines = ["| config | model | trilemma ms | tuned torch ms (form) | speed-up | plain torch ms | speed-up "
+             "| trilemma GFLOP/s, % of sgemm peak | peak RSS trilemma / tuned torch (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for config in configs:
+        for model in models:
+            if not cell(rows, config, model, "trilemma"):
+                continue
+            gf, share = cell(rows, config, model, "trilemma", "gflops"), cell(rows, config, model, "trilemma", "peak_share")
+            flops = f"{statistics.median(gf):.0f}, {100 * statistics.median(share):.0f}%" if gf and share else "n/a"
+            forms = sorted(set(cell(rows, config, model, "torch_tuned", "variant")))
+            rss = [statistics.median(cell(rows, config, model, s, "peak_rss_mib")) for s in ("trilemma", "torch_tuned")]
+            lines.append(f"| {config} | {model} | {fmt_ms(cell(rows, config, model, 'trilemma'))} "
+                         f"| {fmt_ms(cell(rows, config, model, 'torch_tuned'))} ({', '.join(forms)}) "
+                         f"| {ratio(rows, config, model, 'torch_tuned')} "
+                         f"| {fmt_ms(cell(rows, config, model, 'torch_plain'))} "
+                         f"| {ratio(rows, config, model, 'torch_plain')} | {flops} | {rss[0]:.0f} / {rss[1]:.0f} |")
+    return lines
+
+
+def machine(a):
+    info = subprocess.run([os.path.join(a.build, "trilemma"), "info"], capture_output=True, text=True).stdout
+    probe = ("import torch, ctypes\n"
+             "lib = next((l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l), None)\n"
+             "core = ctypes.CDLL(lib).openblas_get_corename if lib else None\n"
+             "if core: core.restype = ctypes.c_char_p\n"
+             "print(torch.__version__, core().decode() if core else 'not OpenBLAS')")
+    tuned = subprocess.run([PYTHON, "-c", probe], env=tuned_env(a.threads), capture_output=True, text=True).stdout.split()
+    plain = subprocess.run([PYTHON, "-c", probe], env=clean_env(), capture_output=True, text=True).stdout.split()
+    return info.strip(), tuned, plain
+
+
+def report(a, rows, argv):
+    info, tuned, plain = machine(a)
+    cmds = []
+    for config in a.configs:
+        for model in a.models:
+            cmds += [f"{config} {model}:", "  " + shlex.join(trilemma_cmd(a, config, model)),
+                     "  " + " ".join(f"{k}={v}" for k, v in tuned_env(a.threads).items() if k in TUNING_VARS)
+                     + " " + shlex.join(torch_cmd(a, config, model, "tuned")),
+                     "  " + shlex.join(torch_cmd(a, config, model, "plain"))]
+    md = ["# Benchmarks", "",
+          "## Training throughput against PyTorch", "",
+          f"Median milliseconds per training step (forward, backward, clipping, AdamW) over {a.steps} "
+          f"steps after {WARMUP} warm-up steps, each cell in its own process, {a.rounds} rounds "
+          "alternating trilemma / tuned torch / plain torch (order rotated per round); each entry is "
+          "the median over rounds with the range of the per-round medians in brackets. Speed-up = "
+          "torch ms / trilemma ms. The tuned PyTorch is bench/torch_models.py --form tuned "
+          "(its docstring says what each form does and what was measured), plain is models.py as "
+          "written with torch's defaults. Parameter counts are equal per row (checked).", "",
+          "Machine (`trilemma info`):", "", "```", info, "```", "",
+          f"PyTorch {tuned[0] if tuned else '?'}; OpenBLAS core: tuned {tuned[1:] and tuned[1]}, "
+          f"plain {plain[1:] and plain[1]}; trilemma and tuned torch at {a.threads} threads.", ""]
+    for title, configs in GROUPS:
+        configs = [c for c in configs if c in a.configs]
+        if configs:
+            md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
+    md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
+           "and per row:", "", "```"] + cmds + ["```", ""]
+    jsonl = os.path.abspath(a.out_jsonl)
+    jsonl = os.path.relpath(jsonl, ROOT) if jsonl.startswith(ROOT + os.sep) else jsonl
+    md += [f"Raw measurements: `{jsonl}` (one JSON line per process).", "",
+           "<!-- further sections (decoding, busy machine, profile) follow, from vs_torch.py --append -->", ""]
+    for extra in a.append or []:
+        with open(extra) as f:
+            md += [f.read().rstrip(), ""]
+    tmp = a.out_md + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(md))
+    os.replace(tmp, a.out_md)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="S,W,L1024,L2048,L4096")
+    p.add_argument("--models", default="attention,linear,mamba")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10, help="timed steps per process (after 2 warm-up steps)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out-md", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
+    p.add_argument("--out-jsonl", default=os.path.join(ROOT, "docs", "benchmarks.jsonl"))
+    p.add_argument("--append", nargs="*", help="markdown files appended as further sections")
+    a = p.parse_args()
+    a.configs, a.models = a.configs.split(","), a.models.split(",")
+    for c in a.configs:
+        if c not in CONFIGS:
+            sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")
+    tmp = a.out_jsonl + ".tmp"
+    with open(tmp, "w") as log:
+        rows = sweep(a, log)
+    os.replace(tmp, a.out_jsonl)
+    report(a, rows, sys.argv)
+    print(f"wrote {a.out_md} and {a.out_jsonl}")
+
+
+if __name__ == "__main__":
+    main()
