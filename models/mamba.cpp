@@ -154,9 +154,8 @@ Tensor MambaMixer::step(const Tensor& x, MixerState& state) {
 
 Tensor MambaMixer::mix(const Tensor& u, MambaState* st) {
   const int64_t E = d_inner;
-  // x, z = in_proj(u).split(E) as two GEMMs on in_proj's halves (row views): no [B, T, 2E]
-  // output to split into copies forward and to gather the gradients of backward.
-  Tensor x = linear(u, slice(in_proj_w, 0, 0, E)), z = linear(u, slice(in_proj_w, 0, E, 2 * E));
+  Tensor xz = linear(u, in_proj_w);  // [B, T, 2E]
+  Tensor x = slice(xz, -1, 0, E), z = slice(xz, -1, E, 2 * E);
   x = st ? silu(conv_step(x, *st)) : causal_conv1d_silu(x, conv_w, conv_b);
   return linear(ssm(x, z, st ? &st->h : nullptr), out_proj_w);
 }
