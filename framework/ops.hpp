@@ -77,5 +77,7 @@ Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t 
 // Conv1d(groups=C) layout), bias [C] or undefined. y[b,t,c] = bias[c] +
 // sum_k weight[c,0,k] * x[b, t-K+1+k, c], with x = 0 before t = 0.
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// silu(causal_conv1d(x, weight, bias)) in one op (same shapes).
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 }  // namespace tri

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "autograd.hpp"
 #include "ops.hpp"
@@ -33,6 +34,45 @@ namespace {
 constexpr int kLanes = 16;       // channels per block: one AVX-512 vector of floats
 constexpr int64_t kChunk = 64;   // steps between saved states
 constexpr int64_t kMaxGroup = 8; // blocks per backward work item (their dB, dC sum lane-wise)
+
+// A block's kLanes channels as one GCC vector (AVX-512: one register; AVX2: two; else plain
+// code). The recurrence written on it compiles to straight vector code, without the masks and
+// spills that GCC adds to vectorised lane loops. Loads and stores need only float alignment.
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
+using LaneInts = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+inline Lanes ld(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void st(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
+inline Lanes bcast(float x) { return Lanes{} + x; }
+
+// The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
+// channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),
+// f in [-1/2, 1/2] and 2^f by a degree-5 minimax polynomial (relative error 2.2e-7, as
+// exp2_neg). Cheaper than exp_approx, whose argument reduction it skips; x is clamped to
+// [-127, 127] (2^-127 is exactly 0: a state that has fully decayed). V is float (the step) or
+// Lanes (the scan), with the same operations in the same order.
+constexpr float kLog2e = 1.44269504088896341f;
+template <class V>
+inline V decay_of(V dt, V A2) {
+  using I = std::conditional_t<std::is_same_v<V, float>, int32_t, LaneInts>;
+  const V lo = V{} - 127.f, hi = V{} + 127.f, magic = V{} + 0x1.8p23f;
+  V x = dt * A2;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const V shifted = x + magic;
+  const V n = shifted - magic, f = x - n;
+  const I ni = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(0x1.8p23f);
+  V p = V{} + 1.3276472e-3f;
+  p = p * f + 9.6755410e-3f;
+  p = p * f + 5.5507131e-2f;
+  p = p * f + 2.4022120e-1f;
+  p = p * f + 6.9314694e-1f;
+  p = p * f + 1.0000001f;
+  return p * std::bit_cast<V>((ni + 127) << 23);
+}
 
 // ---- arguments ---------------------------------------------------------------------------
 
@@ -87,7 +127,7 @@ ScanArgs scan_args(const char* op, const Tensor& u, const Tensor& delta, const T
 struct BlockParams {
   int64_t e0 = 0;
   int lanes = 0;
-  float *A, *B, *C;  // [N][kLanes]; B, C only when time-invariant
+  float *A, *A2, *B, *C;  // [N][kLanes]: A, A log2(e) (see decay_of); B, C only when time-invariant
   float D[kLanes], bias[kLanes];
 };
 
@@ -99,6 +139,7 @@ void load_block(const ScanArgs& a, int64_t blk, BlockParams& p) {
       const bool in = l < p.lanes;
       const int64_t en = (p.e0 + l) * a.N + n;
       p.A[n * kLanes + l] = in ? a.A[en] : 0.f;
+      p.A2[n * kLanes + l] = in ? a.A[en] * kLog2e : 0.f;
       if (!a.var_B) p.B[n * kLanes + l] = in ? a.Bm[en] : 0.f;
       if (!a.var_C) p.C[n * kLanes + l] = in ? a.Cm[en] : 0.f;
     }
@@ -164,28 +205,52 @@ inline void step_tables(const ScanArgs& a, const BlockParams& p, int64_t row, fl
   Cv = a.var_C ? fill(a.Cm, cbuf) : p.C;
 }
 
+// A step's B and C as lane l of state n sees them. RowBC (B and C both selective): this step's
+// rows of Bm and Cm, one scalar per state broadcast over the lanes, read in place. TableBC
+// (otherwise): [N][kLanes] tables from step_tables.
+struct RowBC {
+  const float *B, *C;
+  RowBC(const ScanArgs& a, const BlockParams&, int64_t row, float*, float*)
+      : B(a.Bm + row * a.N), C(a.Cm + row * a.N) {}
+  Lanes b(int64_t n) const { return bcast(B[n]); }
+  Lanes c(int64_t n) const { return bcast(C[n]); }
+};
+struct TableBC {
+  const float *B, *C;
+  TableBC(const ScanArgs& a, const BlockParams& p, int64_t row, float* bbuf, float* cbuf) {
+    step_tables(a, p, row, bbuf, cbuf, B, C);
+  }
+  Lanes b(int64_t n) const { return ld(B + n * kLanes); }
+  Lanes c(int64_t n) const { return ld(C + n * kLanes); }
+};
+
+// Calls f.template operator()<BC, NC>() with the B, C access of `a` and NC = N when N is the
+// common 16 (loops of fixed length, unrolled), else NC = 0 (N read at run time). Both give the
+// same bits: only the loop bounds are constants.
+template <class F>
+void dispatch(const ScanArgs& a, F&& f) {
+  const bool rows = a.var_B && a.var_C;
+  if (a.N == 16) rows ? f.template operator()<RowBC, 16>() : f.template operator()<TableBC, 16>();
+  else rows ? f.template operator()<RowBC, 0>() : f.template operator()<TableBC, 0>();
+}
+
 // One step of one block: hout = exp(dt A) hin + dt u B per state, and the pre-gate output
 // yy = C . hout + D u. hin may be hout. The decays exp(dt A) go to `decay` unless it is null.
-inline void block_step(int64_t N, const BlockParams& p, const float* Bv, const float* Cv,
-                       const StepIn& s, const float* hin, float* hout, float* __restrict yy,
-                       float* __restrict decay) {
-  float acc[kLanes];
-#pragma omp simd
-  for (int l = 0; l < kLanes; ++l) acc[l] = p.D[l] * s.u[l];
+template <int NC, class BC>
+inline void block_step(int64_t Nrt, const BlockParams& p, const BC& bc, const StepIn& s,
+                       const float* hin, float* hout, float* yy, float* decay) {
+  const int64_t N = NC ? NC : Nrt;
+  const Lanes dt = ld(s.dt), dtu = ld(s.dtu);
+  Lanes acc = ld(p.D) * ld(s.u);
   for (int64_t n = 0; n < N; ++n) {
-    const float *An = p.A + n * kLanes, *Bn = Bv + n * kLanes, *Cn = Cv + n * kLanes;
-    const float* hi = hin + n * kLanes;
-    float* ho = hout + n * kLanes;
-#pragma omp simd
-    for (int l = 0; l < kLanes; ++l) {
-      const float a = exp_approx(s.dt[l] * An[l]);
-      if (decay) decay[n * kLanes + l] = a;
-      const float h = a * hi[l] + s.dtu[l] * Bn[l];
-      ho[l] = h;
-      acc[l] += Cn[l] * h;
-    }
+    const int64_t o = n * kLanes;
+    const Lanes a = decay_of(dt, ld(p.A2 + o));
+    if (decay) st(decay + o, a);
+    const Lanes h = a * ld(hin + o) + dtu * bc.b(n);
+    st(hout + o, h);
+    acc += bc.c(n) * h;
   }
-  for (int l = 0; l < kLanes; ++l) yy[l] = acc[l];
+  st(yy, acc);
 }
 
 // Blocks per backward work item: enough items for the threads (>= ~8), at most kMaxGroup.
@@ -197,7 +262,7 @@ int64_t group_size(int64_t batch, int64_t nblk) {
 // Per-thread scratch for the backward, laid out from `base` (every array a multiple of 16
 // floats, so all stay 64-byte aligned). With base = nullptr it only counts the floats.
 struct BackwardScratch {
-  float *A, *B, *C, *Bv, *Cv, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
+  float *A, *A2, *B, *C, *Bv, *Cv, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
   StepIn* steps;
   int64_t used = 0;
   BackwardScratch(float* base, int64_t N, int64_t G) {
@@ -207,7 +272,7 @@ struct BackwardScratch {
       used += n;
       return r;
     };
-    A = take(nl), B = take(nl), C = take(nl), Bv = take(nl), Cv = take(nl);
+    A = take(nl), A2 = take(nl), B = take(nl), C = take(nl), Bv = take(nl), Cv = take(nl);
     H = take((kChunk + 1) * nl), decay = take(kChunk * nl), yy = take(kChunk * kLanes);
     accB = take(kChunk * nl), accC = take(kChunk * nl);
     carry = take(G * nl), dA = take(G * nl), dB = take(G * nl), dC = take(G * nl);
@@ -225,9 +290,10 @@ struct ScanGrads {
 };
 
 // The backward of blocks [g*G, g*G + G) of batch row b (one work item).
+template <class BC, int NC>
 void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, int64_t b,
                    int64_t g, int64_t G, BackwardScratch& w) {
-  const int64_t N = a.N, T = a.T, E = a.E, nl = N * kLanes;
+  const int64_t N = NC ? NC : a.N, T = a.T, E = a.E, nl = N * kLanes;
   const int64_t nblk = (E + kLanes - 1) / kLanes, Epad = nblk * kLanes;
   const int64_t nchunks = (T + kChunk - 1) / kChunk;
   const int64_t blk0 = g * G, nb = std::min(G, nblk - blk0);
@@ -236,7 +302,7 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
   std::fill(w.dD, w.dD + nb * kLanes, 0.f);
   std::fill(w.dbias, w.dbias + nb * kLanes, 0.f);
   BlockParams p;
-  p.A = w.A, p.B = w.B, p.C = w.C;
+  p.A = w.A, p.A2 = w.A2, p.B = w.B, p.C = w.C;
   for (int64_t c = nchunks - 1; c >= 0; --c) {
     const int64_t t0 = c * kChunk, L = std::min(kChunk, T - t0);
     if (a.var_B) std::memset(w.accB, 0, sizeof(float) * size_t(L * nl));
@@ -248,13 +314,11 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
             *dbias = w.dbias + j * kLanes;
       // Recompute the chunk's states: H[i + 1] is the state after step t0 + i.
       std::memcpy(w.H, ckpt + ((b * nblk + blk) * nchunks + c) * nl, sizeof(float) * size_t(nl));
-      const float *Bv, *Cv;
       for (int64_t i = 0; i < L; ++i) {
         const int64_t row = b * T + t0 + i;
         prefetch_rows({a.u, a.delta, a.z, gr.gout, gr.gu, gr.gdelta, gr.gz}, row, b * T + t0 + L, E, p.e0);
         load_step(a, p, row, w.steps[i]);
-        step_tables(a, p, row, w.Bv, w.Cv, Bv, Cv);
-        block_step(N, p, Bv, Cv, w.steps[i], w.H + i * nl, w.H + (i + 1) * nl, w.yy + i * kLanes,
+        block_step<NC>(N, p, BC(a, p, row, w.Bv, w.Cv), w.steps[i], w.H + i * nl, w.H + (i + 1) * nl, w.yy + i * kLanes,
                    w.decay + i * nl);
       }
       // The adjoint recurrence, backwards through the chunk.
@@ -262,7 +326,7 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
         const int64_t row = b * T + t0 + i;
         const StepIn& s = w.steps[i];
         const float* yy = w.yy + i * kLanes;
-        float g_out[kLanes], zz[kLanes], dyy[kLanes], dz[kLanes], ddt[kLanes], sB[kLanes];
+        float g_out[kLanes], zz[kLanes], dyy[kLanes], dz[kLanes];
         load_lanes(gr.gout + row * E + p.e0, p.lanes, g_out);
         if (a.z) load_lanes(a.z + row * E + p.e0, p.lanes, zz);
 #pragma omp simd
@@ -276,28 +340,28 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
             dz[l] = 0.f;
           }
           dD[l] += dyy[l] * s.u[l];
-          ddt[l] = 0.f;
-          sB[l] = 0.f;
         }
-        step_tables(a, p, row, w.Bv, w.Cv, Bv, Cv);
+        const BC bc(a, p, row, w.Bv, w.Cv);
         float* dBrow = a.var_B ? w.accB + i * nl : w.dB + j * nl;  // summed over lanes later
         float* dCrow = a.var_C ? w.accC + i * nl : w.dC + j * nl;
         const float *hprev = w.H + i * nl, *hcur = w.H + (i + 1) * nl, *decay = w.decay + i * nl;
+        const Lanes dyyv = ld(dyy), dtu = ld(s.dtu), dt = ld(s.dt);
+        Lanes ddtv{}, sBv{};
         for (int64_t n = 0; n < N; ++n) {
           const int64_t o = n * kLanes;
-#pragma omp simd
-          for (int l = 0; l < kLanes; ++l) {
-            const float An = p.A[o + l], da = decay[o + l];
-            const float dh = carry[o + l] + Cv[o + l] * dyy[l];  // d loss / d h_t
-            dCrow[o + l] += hcur[o + l] * dyy[l];
-            dBrow[o + l] += dh * s.dtu[l];
-            const float q = dh * hprev[o + l] * da;  // d loss / d(dt A), per state
-            dA[o + l] += q * s.dt[l];
-            ddt[l] += q * An;
-            sB[l] += dh * Bv[o + l];
-            carry[o + l] = da * dh;
-          }
+          const Lanes da = ld(decay + o);
+          const Lanes dh = ld(carry + o) + bc.c(n) * dyyv;  // d loss / d h_t
+          st(dCrow + o, ld(dCrow + o) + ld(hcur + o) * dyyv);
+          st(dBrow + o, ld(dBrow + o) + dh * dtu);
+          const Lanes q = dh * ld(hprev + o) * da;  // d loss / d(dt A), per state
+          st(dA + o, ld(dA + o) + q * dt);
+          ddtv += q * ld(p.A + o);
+          sBv += dh * bc.b(n);
+          st(carry + o, da * dh);
         }
+        float ddt[kLanes], sB[kLanes];
+        st(ddt, ddtv);
+        st(sB, sBv);
         float du[kLanes], dx[kLanes];
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
@@ -341,6 +405,37 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
   }
 }
 
+// The forward of block blk of batch row b: h (scratch) starts at zero; the state entering
+// each chunk goes to the checkpoints `pc` unless null.
+template <class BC, int NC>
+void forward_item(const ScanArgs& a, int64_t b, int64_t blk, BlockParams& p, float* bbuf,
+                  float* cbuf, float* h, float* py, float* pc) {
+  const int64_t T = a.T, E = a.E, N = NC ? NC : a.N, nl = N * kLanes;
+  const int64_t nblk = (E + kLanes - 1) / kLanes, nchunks = (T + kChunk - 1) / kChunk;
+  load_block(a, blk, p);
+  std::memset(h, 0, sizeof(float) * size_t(nl));
+  StepIn s;
+  float yy[kLanes];
+  for (int64_t t = 0; t < T; ++t) {
+    if (pc && t % kChunk == 0)
+      std::memcpy(pc + ((b * nblk + blk) * nchunks + t / kChunk) * nl, h, sizeof(float) * size_t(nl));
+    const int64_t row = b * T + t;
+    prefetch_rows({a.u, a.delta, a.z, py}, row, (b + 1) * T, E, p.e0);
+    load_step(a, p, row, s);
+    block_step<NC>(N, p, BC(a, p, row, bbuf, cbuf), s, h, h, yy, nullptr);
+    if (a.z) {
+      float zz[kLanes];
+      load_lanes(a.z + row * E + p.e0, p.lanes, zz);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) yy[l] *= zz[l] * sigmoid_approx(zz[l]);
+    }
+    float* dst = py + row * E + p.e0;
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l)
+      if (l < p.lanes) dst[l] = yy[l];
+  }
+}
+
 // grad[i] += sum over k of part[k][i] (k = 0..parts-1 in order), for i in [0, n) with the
 // partial rows of length `stride` (>= n; rows are padded to Epad channels).
 void add_partials(float* grad, const float* part, int64_t parts, int64_t n, int64_t stride) {
@@ -368,41 +463,18 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
   float* py = out.data();
   float* pc = grad ? ckpt.data() : nullptr;
   // Per thread: the block's A, B, C tables, this step's B, C tables, the state h.
-  Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 6 * nl});
+  Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 7 * nl});
 #pragma omp parallel
   {
-    float* w = scratch.data() + omp_get_thread_num() * 6 * nl;
+    float* w = scratch.data() + omp_get_thread_num() * 7 * nl;
     BlockParams p;
-    p.A = w, p.B = w + nl, p.C = w + 2 * nl;
+    p.A = w, p.B = w + nl, p.C = w + 2 * nl, p.A2 = w + 6 * nl;
     float *bbuf = w + 3 * nl, *cbuf = w + 4 * nl, *h = w + 5 * nl;
 #pragma omp for schedule(static)
-    for (int64_t item = 0; item < batch * nblk; ++item) {
-      const int64_t b = item / nblk, blk = item % nblk;
-      load_block(a, blk, p);
-      std::memset(h, 0, sizeof(float) * size_t(nl));
-      StepIn s;
-      float yy[kLanes];
-      const float *Bv, *Cv;
-      for (int64_t t = 0; t < T; ++t) {
-        if (pc && t % kChunk == 0)
-          std::memcpy(pc + ((b * nblk + blk) * nchunks + t / kChunk) * nl, h, sizeof(float) * size_t(nl));
-        const int64_t row = b * T + t;
-        prefetch_rows({a.u, a.delta, a.z, py}, row, (b + 1) * T, E, p.e0);
-        load_step(a, p, row, s);
-        step_tables(a, p, row, bbuf, cbuf, Bv, Cv);
-        block_step(N, p, Bv, Cv, s, h, h, yy, nullptr);
-        if (a.z) {
-          float zz[kLanes];
-          load_lanes(a.z + row * E + p.e0, p.lanes, zz);
-#pragma omp simd
-          for (int l = 0; l < kLanes; ++l) yy[l] *= zz[l] * sigmoid_approx(zz[l]);
-        }
-        float* dst = py + row * E + p.e0;
-#pragma omp simd
-        for (int l = 0; l < kLanes; ++l)
-          if (l < p.lanes) dst[l] = yy[l];
-      }
-    }
+    for (int64_t item = 0; item < batch * nblk; ++item)
+      dispatch(a, [&]<class BC, int NC>() {
+        forward_item<BC, NC>(a, item / nblk, item % nblk, p, bbuf, cbuf, h, py, pc);
+      });
   }
   if (!grad) return out;
 
@@ -427,7 +499,9 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
       BackwardScratch w(scratch.data() + omp_get_thread_num() * per_thread, N, G);
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < batch * groups; ++item)
-        backward_item(a, ckpt.data(), gr, item / groups, item % groups, G, w);
+        dispatch(a, [&]<class BC, int NC>() {
+          backward_item<BC, NC>(a, ckpt.data(), gr, item / groups, item % groups, G, w);
+        });
     }
     // Combine the partials in a fixed order (over batch rows, or over channel groups).
     const int64_t EN = E * N;
@@ -490,7 +564,7 @@ Tensor selective_scan_step(const Tensor& u, const Tensor& delta, const Tensor& A
     float* hb = ph + be * N;
     float y = (a.D ? a.D[e] : 0.f) * uu;
     for (int64_t n = 0; n < N; ++n) {
-      hb[n] = exp_approx(dt * a.A[e * N + n]) * hb[n] + dtu * Bn[n];
+      hb[n] = decay_of(dt, a.A[e * N + n] * kLog2e) * hb[n] + dtu * Bn[n];
       y += Cn[n] * hb[n];
     }
     if (a.z) y *= a.z[be] * sigmoid_approx(a.z[be]);

@@ -156,7 +156,7 @@ Tensor MambaMixer::mix(const Tensor& u, MambaState* st) {
   const int64_t E = d_inner;
   Tensor xz = linear(u, in_proj_w);  // [B, T, 2E]
   Tensor x = slice(xz, -1, 0, E), z = slice(xz, -1, E, 2 * E);
-  x = silu(st ? conv_step(x, *st) : causal_conv1d(x, conv_w, conv_b));
+  x = st ? silu(conv_step(x, *st)) : causal_conv1d_silu(x, conv_w, conv_b);
   return linear(ssm(x, z, st ? &st->h : nullptr), out_proj_w);
 }
 

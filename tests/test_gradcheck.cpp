@@ -3,11 +3,14 @@
 // largest errors per case is printed for the documentation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "framework/autograd.hpp"
 #include "framework/ops.hpp"
 #include "gradcheck.hpp"
 
@@ -298,6 +301,43 @@ TEST_CASE("gradcheck: causal_conv1d") {
   expect_grads("causal_conv1d K > T", {x, param({3, 1, 8}, 4), b}, conv);
 }
 
+TEST_CASE("gradcheck: causal_conv1d_silu") {
+  Tensor x = param({2, 6, 3}, 1), w = param({3, 1, 4}, 2), b = param({3}, 3);
+  auto conv = [](const V& in) {
+    return causal_conv1d_silu(in[0], in[1], in.size() > 2 ? in[2] : Tensor());
+  };
+  expect_grads("causal_conv1d_silu", {x, w, b}, conv);
+  expect_grads("causal_conv1d_silu no bias", {x, w}, conv);
+  expect_grads("causal_conv1d_silu K > T", {x, param({3, 1, 8}, 4), b}, conv);
+}
+
+TEST_CASE("causal_conv1d_silu equals silu(causal_conv1d): output and gradients") {
+  // 150 channels: three channel blocks of the weight gradient, the last partial; 4 x 100 rows
+  // take the threaded paths. SiLU's exponential differs (exp_approx vs expf, ~1 ulp each).
+  for (bool with_bias : {true, false}) {
+    std::vector<std::vector<float>> got, want;
+    for (bool fused : {true, false}) {
+      Tensor x = param({4, 100, 150}, 21), w = param({150, 1, 4}, 22), b = param({150}, 23);
+      const Tensor bb = with_bias ? b : Tensor();
+      const Tensor y = fused ? causal_conv1d_silu(x, w, bb) : silu(causal_conv1d(x, w, bb));
+      const Tensor wts = param({4, 100, 150}, 24);
+      backward(sum(mul(y, wts)));
+      auto& out = fused ? got : want;
+      out = {y.tolist(), x.grad().tolist(), w.grad().tolist()};
+      if (with_bias) out.push_back(b.grad().tolist());
+    }
+    for (size_t k = 0; k < got.size(); ++k) {
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < got[k].size(); ++i) {
+        worst = std::max(worst, double(std::fabs(got[k][i] - want[k][i])));
+        scale = std::max(scale, double(std::fabs(want[k][i])));
+      }
+      CAPTURE(k);
+      CHECK(worst <= 1e-5 * scale);  // relative to the largest entry: sums of 400 rows round
+    }
+  }
+}
+
 TEST_CASE("gradcheck: ops on permuted and sliced inputs") {
   Tensor x = param({2, 4, 3}, 1), w = param({5, 4}, 2), y = param({6, 3, 4}, 3);
   expect_grads("linear(permute(x))", {x, w},
@@ -362,6 +402,8 @@ TEST_CASE("gradcheck: large inputs take the threaded paths") {
   Tensor u = param({4, 100, 50}, 14), k = param({50, 1, 4}, 15), c = param({50}, 16);
   expect_grads("large: causal_conv1d", {u, k, c},
                [](const V& in) { return causal_conv1d(in[0], in[1], in[2]); }, opt);
+  expect_grads("large: causal_conv1d_silu", {u, k, c},
+               [](const V& in) { return causal_conv1d_silu(in[0], in[1], in[2]); }, opt);
   // A full reduction rounds one float32 total of ~1e2: with a step of 0.5 (exact, the sum is
   // linear) its rounding error 1e-5 stays far below the unit gradients.
   Options linear_opt = opt;
