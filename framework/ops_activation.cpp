@@ -19,13 +19,13 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
   const float* px = x.data();
   float* py = out.data();
   const int64_t n = x.numel();
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) py[i] = fn.f(px[i]);
   if (!needs_grad({x})) return out;
   record(name, out, {x, out}, [x, out, fn, n](const float* g) {
     const float *px = x.data(), *py = out.data();
     float* gx = grad_of(x);
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * fn.df(px[i], py[i]);
   });
   return out;
@@ -51,6 +51,10 @@ struct Elu {
   float alpha;
   float f(float x) const { return x > 0.f ? x : alpha * expm1_approx(x); }
   float df(float x, float y) const { return x > 0.f ? 1.f : y + alpha; }
+};
+struct EluPlusOne {  // elu(x) + 1 = e^x for x <= 0: one exp, no cancellation in expm1 + 1
+  float f(float x) const { return x > 0.f ? x + 1.f : exp_full(x); }
+  float df(float x, float y) const { return x > 0.f ? 1.f : y; }
 };
 struct Softplus {  // PyTorch's threshold 20: linear above it
   float f(float x) const { return softplus_approx(x); }
@@ -81,6 +85,7 @@ struct Tanh {
 Tensor gelu(const Tensor& x) { return unary("gelu", x, Gelu{}); }
 Tensor silu(const Tensor& x) { return unary("silu", x, Silu{}); }
 Tensor elu(const Tensor& x, float alpha) { return unary("elu", x, Elu{alpha}); }
+Tensor elu_plus_one(const Tensor& x) { return unary("elu_plus_one", x, EluPlusOne{}); }
 Tensor softplus(const Tensor& x) { return unary("softplus", x, Softplus{}); }
 Tensor exp(const Tensor& x) { return unary("exp", x, Exp{}); }
 Tensor log(const Tensor& x) { return unary("log", x, Log{}); }
