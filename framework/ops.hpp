@@ -37,6 +37,7 @@ inline Tensor operator+(const Tensor& a, float s) { return add_scalar(a, s); }
 Tensor gelu(const Tensor& x);      // exact (erf) form
 Tensor silu(const Tensor& x);
 Tensor elu(const Tensor& x, float alpha = 1.0f);
+Tensor elu_plus_one(const Tensor& x);  // elu(x) + 1 in one pass: x + 1 above 0, e^x below
 Tensor softplus(const Tensor& x);  // log(1 + e^x), linear above x = 20 like PyTorch
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);

@@ -1,6 +1,8 @@
 // matmul and linear: GEMM on the selected backend (runtime.hpp), backward as two more GEMMs.
 #include <omp.h>
 
+#include <algorithm>
+
 #include "autograd.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
@@ -132,8 +134,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     if (float* gx = grad_of(x)) sgemm(false, false, rows, in, outf, 1.f, g, outf, w.data(), in, 1.f, gx, in);
     if (float* gw = grad_of(w)) sgemm(true, false, outf, in, rows, 1.f, g, outf, x.data(), in, 1.f, gw, in);
     if (float* gb = grad_of(bias)) {
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < outf; ++j) gb[j] += g[r * outf + j];
+      // Columns in blocks of 16 across threads, rows in order within each: the same sums at
+      // any thread count.
+      const int64_t blocks = (outf + 15) / 16;
+#pragma omp parallel for schedule(static) if (rows * outf > 65536)
+      for (int64_t jb = 0; jb < blocks; ++jb) {
+        const int64_t j0 = jb * 16, j1 = std::min(outf, j0 + 16);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = j0; j < j1; ++j) gb[j] += g[r * outf + j];
+      }
     }
   });
   return out;

@@ -1,6 +1,7 @@
 // Row-wise neural-network ops over the last axis (D): layer_norm, rms_norm, softmax,
 // log_softmax; plus embedding, dropout and the causal depthwise conv1d.
 // Rows are independent, so forward and backward parallelise over rows.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -75,12 +76,19 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
         }
       }
     }
-    for (int64_t r = 0; r < rows && (gw || gb); ++r)
-      for (int64_t j = 0; j < D; ++j) {
-        const float n = (px[r * D + j] - st[2 * r]) * st[2 * r + 1];
-        if (gw) gw[j] += g[r * D + j] * n;
-        if (gb) gb[j] += g[r * D + j];
-      }
+    // Columns in blocks of 16 across threads, rows in order within each: the same sums at any
+    // thread count.
+    const int64_t blocks = gw || gb ? (D + 15) / 16 : 0;
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const int64_t j0 = jb * 16, j1 = std::min(D, j0 + 16);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = j0; j < j1; ++j) {
+          const float n = (px[r * D + j] - st[2 * r]) * st[2 * r + 1];
+          if (gw) gw[j] += g[r * D + j] * n;
+          if (gb) gb[j] += g[r * D + j];
+        }
+    }
   });
   return out;
 }
@@ -118,9 +126,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
           gx[r * D + j] += rstd * (gr[j] * (w ? w[j] : 1.f) - xr[j] * rstd * m);
       }
     }
-    if (gw)
+    const int64_t blocks = gw ? (D + 15) / 16 : 0;  // as in layer_norm
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const int64_t j0 = jb * 16, j1 = std::min(D, j0 + 16);
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < D; ++j) gw[j] += g[r * D + j] * px[r * D + j] * rs[r];
+        for (int64_t j = j0; j < j1; ++j) gw[j] += g[r * D + j] * px[r * D + j] * rs[r];
+    }
   });
   return out;
 }

@@ -37,7 +37,7 @@ LinearAttention::LinearAttention(const ModelConfig& c, Rng& rng)
     : HeadMixer(c.checked(), rng), feature_map_(cfg.options<LinearAttentionOptions>().feature_map) {}
 
 Tensor LinearAttention::phi(const Tensor& x) const {
-  if (feature_map_ == "elu") return add_scalar(elu(x), 1.f);
+  if (feature_map_ == "elu") return elu_plus_one(x);
   if (feature_map_ == "relu") return relu(x);
   return x;  // identity
 }

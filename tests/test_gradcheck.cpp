@@ -160,6 +160,13 @@ TEST_CASE("gradcheck: elu") {
   // alpha != 1: the derivative jumps at 0, which check_unary keeps away from.
   check_unary("elu alpha 0.5", -3, 3, [](const Tensor& x) { return elu(x, 0.5f); });
 }
+TEST_CASE("gradcheck: elu_plus_one, and it equals elu(x) + 1") {
+  check_unary("elu_plus_one", -3, 3, [](const Tensor& x) { return elu_plus_one(x); });
+  Tensor x = Tensor::from(Shape{5}, {-20.f, -1.5f, -1e-3f, 1e-3f, 2.f});
+  Tensor fused = elu_plus_one(x), composed = add_scalar(elu(x, 1.f), 1.f);
+  for (int64_t i = 0; i < 5; ++i) CHECK(fused.data()[i] == doctest::Approx(composed.data()[i]).epsilon(1e-6));
+}
+
 TEST_CASE("gradcheck: softplus") {
   check_unary("softplus", -6, 6, [](const Tensor& x) { return softplus(x); });
   // Above PyTorch's threshold 20 the op is linear.

@@ -108,6 +108,7 @@ const std::map<std::string, Runner>& runners() {
       {"gelu", {kTranscendental, [](const Case& c) { return gelu(c.in[0]); }}},
       {"silu", {kTranscendental, [](const Case& c) { return silu(c.in[0]); }}},
       {"elu", {kTranscendental, [](const Case& c) { return elu(c.in[0], c.real("alpha")); }}},
+      {"elu_plus_one", {kTranscendental, [](const Case& c) { return elu_plus_one(c.in[0]); }}},
       {"softplus", {kTranscendental, [](const Case& c) { return softplus(c.in[0]); }}},
       {"exp", {kTranscendental, [](const Case& c) { return exp(c.in[0]); }}},
       {"log", {kTranscendental, [](const Case& c) { return log(c.in[0]); }}},

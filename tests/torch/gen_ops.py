@@ -189,6 +189,7 @@ def gen_activation(w):
     w.case("silu", "silu", [3 * randn(*shape)], F.silu)
     w.case("elu", "elu", [away_from_zero(*shape)], lambda x: F.elu(x, 1.0), attrs={"alpha": 1.0})
     w.case("elu_alpha", "elu", [away_from_zero(*shape)], lambda x: F.elu(x, 0.7), attrs={"alpha": 0.7})
+    w.case("elu_plus_one", "elu_plus_one", [away_from_zero(*shape)], lambda x: F.elu(x) + 1)
     # softplus switches to the identity above 20: values on both sides, none near the switch.
     x = 4 * randn(*shape)
     x[0, :8] = uniform(21.0, 40.0, 8)
