@@ -151,6 +151,36 @@ def table(rows, configs, models):
     return lines
 
 
+# The targets: training speed-up over the tuned PyTorch per (config, model), and peak RSS at
+# T 4096 as a fraction of the tuned PyTorch's.
+def speed_target(config, model):
+    if model == "mamba":
+        return 5.0
+    return 1.3 if config == "W" else 2.0
+
+
+RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2}
+
+
+def targets(rows, configs, models):
+    lines = ["| config | model | speed-up over tuned torch | target | met | peak RSS / tuned torch's | target | met |",
+             "|---|---|---|---|---|---|---|---|"]
+    for config in configs:
+        for model in models:
+            ours, theirs = cell(rows, config, model, "trilemma"), cell(rows, config, model, "torch_tuned")
+            if not ours or not theirs:
+                continue
+            up, want = statistics.median(theirs) / statistics.median(ours), speed_target(config, model)
+            mem = ["-", "-", "-"]
+            if config == "L4096":
+                rss = [statistics.median(cell(rows, config, model, s, "peak_rss_mib")) for s in ("trilemma", "torch_tuned")]
+                frac = rss[0] / rss[1]
+                mem = [f"{frac:.2f}", f"<= {RSS_TARGET[model]:.2f}", "yes" if frac <= RSS_TARGET[model] else "**no**"]
+            lines.append(f"| {config} | {model} | {up:.2f}x | >= {want:.1f}x | {'yes' if up >= want else '**no**'} | "
+                         + " | ".join(mem) + " |")
+    return lines
+
+
 def machine(a):
     info = subprocess.run([os.path.join(a.build, "trilemma"), "info"], capture_output=True, text=True).stdout
     probe = ("import torch, ctypes\n"
@@ -188,6 +218,10 @@ def report(a, rows, argv):
         configs = [c for c in configs if c in a.configs]
         if configs:
             md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
+    md += ["### Targets", "", "The speed-ups and memory ratios above against the targets "
+           "(attention and linear attention >= 2x at S and L, >= 1.3x at W; Mamba >= 5x everywhere; peak RSS at "
+           "T 4096 at most 1/5 of the tuned torch's for attention, 1/2 for the others).", ""]
+    md += targets(rows, a.configs, a.models) + [""]
     md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
            "and per row:", "", "```"] + cmds + ["```", ""]
     jsonl = os.path.abspath(a.out_jsonl)
