@@ -16,6 +16,9 @@ namespace tri {
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // PyTorch's nn.Linear: x [..., in] @ w[out, in]^T + bias[out] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+// linear(gelu(h), w, bias) with the same bits, keeping h instead of gelu(h) for backward (which
+// recomputes it): the MLP's d_ff-wide activation is stored once, not twice.
+Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias = Tensor());
 
 // ---- element-wise binary with numpy broadcasting (ops_elementwise.cpp) --------------------
 Tensor add(const Tensor& a, const Tensor& b);

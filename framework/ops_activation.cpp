@@ -31,14 +31,9 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
   return out;
 }
 
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-
 struct Gelu {  // x * Phi(x)
-  float f(float x) const { return 0.5f * x * (1.f + erf_approx(x * kInvSqrt2)); }
-  float df(float x, float) const {
-    return 0.5f * (1.f + erf_approx(x * kInvSqrt2)) + x * kInvSqrt2Pi * exp_approx(-0.5f * x * x);
-  }
+  float f(float x) const { return gelu_value(x); }
+  float df(float x, float) const { return gelu_derivative(x); }
 };
 struct Silu {  // x * sigmoid(x)
   float f(float x) const { return x / (1.f + exp_full(-x)); }

@@ -1,4 +1,5 @@
-// matmul and linear: GEMM on the selected backend (runtime.hpp), backward as two more GEMMs.
+// matmul, linear and gelu_linear: GEMM on the selected backend (runtime.hpp), backward as two
+// more GEMMs.
 #include <omp.h>
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include "autograd.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
+#include "vec_math.hpp"
 
 namespace tri {
 
@@ -109,41 +111,99 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+namespace {
+
+// The checked sizes of x [..., in] @ w[out, in]^T + bias[out].
+struct LinearDims {
+  int64_t in, outf, rows;
+};
+
+LinearDims linear_dims(const char* op, const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
-    throw Error("linear: input " + x.shape().str() + " does not match weight " + w.shape().str() +
+    throw Error(std::string(op) + ": input " + x.shape().str() + " does not match weight " + w.shape().str() +
                 " (weight is [out, in], input's last dim must equal in)");
-  const int64_t in = w.size(1), outf = w.size(0), rows = x.numel() / in;
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != outf))
-    throw Error("linear: bias " + bias.shape().str() + " does not match weight " + w.shape().str());
-  Shape os = x.shape();
-  os[-1] = outf;
+  const LinearDims d{w.size(1), w.size(0), x.numel() / w.size(1)};
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != d.outf))
+    throw Error(std::string(op) + ": bias " + bias.shape().str() + " does not match weight " + w.shape().str());
+  return d;
+}
+
+// out = x w^T + bias, x [rows, in] as a pointer; out has x's leading dims.
+Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d, const Tensor& w,
+                      const Tensor& bias) {
+  Shape os = x_shape;
+  os[-1] = d.outf;
   Tensor out = Tensor::empty(os);
   float* o = out.data();
   float beta = 0.f;
   if (bias.defined()) {
     const float* bb = bias.data();
-#pragma omp parallel for schedule(static) if (rows * outf > 65536)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < outf; ++j) o[r * outf + j] = bb[j];
+#pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
+    for (int64_t r = 0; r < d.rows; ++r)
+      for (int64_t j = 0; j < d.outf; ++j) o[r * d.outf + j] = bb[j];
     beta = 1.f;
   }
-  sgemm(false, true, rows, outf, in, 1.f, x.data(), in, w.data(), in, beta, o, outf);
-  if (!needs_grad({x, w, bias})) return out;
-  record("linear", out, {x, w}, [x, w, bias, rows, in, outf](const float* g) {
-    if (float* gx = grad_of(x)) sgemm(false, false, rows, in, outf, 1.f, g, outf, w.data(), in, 1.f, gx, in);
-    if (float* gw = grad_of(w)) sgemm(true, false, outf, in, rows, 1.f, g, outf, x.data(), in, 1.f, gw, in);
-    if (float* gb = grad_of(bias)) {
-      // Columns in blocks of 16 across threads, rows in order within each: the same sums at
-      // any thread count.
-      const int64_t blocks = (outf + 15) / 16;
-#pragma omp parallel for schedule(static) if (rows * outf > 65536)
-      for (int64_t jb = 0; jb < blocks; ++jb) {
-        const int64_t j0 = jb * 16, j1 = std::min(outf, j0 + 16);
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = j0; j < j1; ++j) gb[j] += g[r * outf + j];
-      }
+  sgemm(false, true, d.rows, d.outf, d.in, 1.f, x, d.in, w.data(), d.in, beta, o, d.outf);
+  return out;
+}
+
+// Adds d x (when gx), d w and d bias (when theirs are wanted) of out = x w^T + bias, given g.
+void linear_backward(const float* g, const float* x, const LinearDims& d, const Tensor& w, const Tensor& bias,
+                     float* gx) {
+  if (gx) sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, gx, d.in);
+  if (float* gw = grad_of(w)) sgemm(true, false, d.outf, d.in, d.rows, 1.f, g, d.outf, x, d.in, 1.f, gw, d.in);
+  if (float* gb = grad_of(bias)) {
+    // Columns in blocks of 16 across threads, rows in order within each: the same sums at
+    // any thread count.
+    const int64_t blocks = (d.outf + 15) / 16;
+#pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const int64_t j0 = jb * 16, j1 = std::min(d.outf, j0 + 16);
+      for (int64_t r = 0; r < d.rows; ++r)
+        for (int64_t j = j0; j < j1; ++j) gb[j] += g[r * d.outf + j];
     }
+  }
+}
+
+// gelu(h) as a tensor of h's shape, not recorded.
+Tensor gelu_values(const Tensor& h) {
+  Tensor a = Tensor::empty(h.shape());
+  const float* ph = h.data();
+  float* pa = a.data();
+  const int64_t n = h.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) pa[i] = gelu_value(ph[i]);
+  return a;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const LinearDims d = linear_dims("linear", x, w, bias);
+  Tensor out = linear_forward(x.data(), x.shape(), d, w, bias);
+  if (!needs_grad({x, w, bias})) return out;
+  record("linear", out, {x, w}, [x, w, bias, d](const float* g) {
+    linear_backward(g, x.data(), d, w, bias, grad_of(x));
+  });
+  return out;
+}
+
+Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias) {
+  const LinearDims d = linear_dims("gelu_linear", h, w, bias);
+  Tensor out = linear_forward(gelu_values(h).data(), h.shape(), d, w, bias);
+  if (!needs_grad({h, w, bias})) return out;
+  record("gelu_linear", out, {h, w}, [h, w, bias, d](const float* g) {
+    // d h first, then d w from the recomputed gelu(h): the two d_ff-wide temporaries never
+    // coexist (the step's peak memory is in this backward).
+    if (float* gh = grad_of(h)) {
+      Tensor da = Tensor::zeros(h.shape());
+      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, da.data(), d.in);
+      const float *ph = h.data(), *pda = da.data();
+      const int64_t n = h.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) gh[i] += pda[i] * gelu_derivative(ph[i]);
+    }
+    if (grad_of(w) || grad_of(bias)) linear_backward(g, gelu_values(h).data(), d, w, bias, nullptr);
   });
   return out;
 }

@@ -136,4 +136,12 @@ inline float exp2_neg(float x) {
   return p * std::bit_cast<float>((ni + 127) << 23);  // n = -127: 2^n is 0
 }
 
+// GELU, exact (erf) form: x Phi(x), and its derivative Phi(x) + x phi(x). One definition for the
+// unary op and for gelu_linear, which recomputes it in backward.
+inline float gelu_value(float x) { return 0.5f * x * (1.f + erf_approx(x * 0.70710678118654752f)); }
+inline float gelu_derivative(float x) {
+  return 0.5f * (1.f + erf_approx(x * 0.70710678118654752f)) +
+         x * 0.39894228040143268f * exp_approx(-0.5f * x * x);
+}
+
 }  // namespace tri

@@ -90,8 +90,8 @@ TEST_CASE("bench train: one row per model with the comparison's parameters, FLOP
   CHECK(attention.at("gflop_per_step").get<double>() == doctest::Approx(attention_gflop()).epsilon(1e-9));
   const std::map<std::string, json> ops = profile_ops(attention);
   CHECK(ops.at("attention").at("calls") == kLayers);
-  CHECK(ops.at("linear").at("calls") == 6 * kLayers + 1);
-  CHECK(ops.at("gelu").at("calls") == kLayers);
+  CHECK(ops.at("linear").at("calls") == 5 * kLayers + 1);  // q, k, v, out, fc1; the head
+  CHECK(ops.at("gelu_linear").at("calls") == kLayers);      // fc2(gelu(.))
   CHECK(profile_ops(rows[2]).at("selective_scan").at("calls") == kLayers);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -126,6 +127,26 @@ TEST_CASE("gradcheck: linear with and without bias") {
   expect_grads("linear with bias", {x, w, b},
                [](const V& in) { return linear(in[0], in[1], in[2]); });
   expect_grads("linear no bias", {x, w}, [](const V& in) { return linear(in[0], in[1]); });
+}
+
+TEST_CASE("gradcheck: gelu_linear, and the bits of linear(gelu(h))") {
+  Tensor h = param({2, 3, 4}, 4), w = param({5, 4}, 5), b = param({5}, 6);
+  expect_grads("gelu_linear with bias", {h, w, b},
+               [](const V& in) { return gelu_linear(in[0], in[1], in[2]); });
+  expect_grads("gelu_linear no bias", {h, w}, [](const V& in) { return gelu_linear(in[0], in[1]); });
+  // Large enough for the threaded loops; the fused op keeps every bit of the composition.
+  Tensor hb = param({64, 40, 48}, 7), wb = param({24, 48}, 8), bb = param({24}, 9), g = param({64, 40, 24}, 10);
+  auto grads = [&](bool fused) {
+    for (Tensor* t : {&hb, &wb, &bb}) t->impl()->grad.reset();
+    Tensor out = fused ? gelu_linear(hb, wb, bb) : linear(gelu(hb), wb, bb);
+    backward(sum(mul(out, g)));
+    return std::vector<Tensor>{out, hb.grad(), wb.grad(), bb.grad()};
+  };
+  const std::vector<Tensor> fused = grads(true), composed = grads(false);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    REQUIRE(fused[i].numel() == composed[i].numel());
+    CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+  }
 }
 
 TEST_CASE("gradcheck: add") { check_binary("add", tri::add); }
