@@ -43,13 +43,21 @@ def decode_section(a):
            "linear attention: the state (S, z); Mamba: the conv state and h), then timed while it "
            "generates 32 tokens greedily; the median time per token. d 128, 2 layers, 4 heads, no MLP "
            "(the scaling benchmark's models).", "", "`" + shown(args) + "`", "",
-           "| model | " + " | ".join(f"T={t}" for t in lens) + " | ms/token growth, first to last |",
-           "|---|" + "---|" * (len(lens) + 1)]
+           "| model | " + " | ".join(f"T={t}" for t in lens) +
+           " | fit ms/token = a + b T: a (ms), b (ms per 1000 tokens) | largest residual |",
+           "|---|" + "---|" * (len(lens) + 2)]
     for m in models:
-        first, last = ms[(m, lens[0])], ms[(m, lens[-1])]
-        out.append(f"| {m} | " + " | ".join(f"{1e3 / ms[(m, t)]:.0f}" for t in lens) +
-                   f" | {last / first:.2f}x over {lens[-1] // lens[0]}x the context |")
-    out += ["", "Tokens per second (1000 / median ms per token)."]
+        ys = [ms[(m, t)] for t in lens]
+        n, sx, sy = len(lens), sum(lens), sum(ys)
+        sxx, sxy = sum(t * t for t in lens), sum(t * y for t, y in zip(lens, ys))
+        b = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+        a0 = (sy - b * sx) / n
+        worst = max(abs(y - (a0 + b * t)) / y for t, y in zip(lens, ys))
+        out.append(f"| {m} | " + " | ".join(f"{1e3 / y:.0f}" for y in ys) +
+                   f" | {a0:.3f}, {1e3 * b:.4f} | {100 * worst:.0f}% |")
+    out += ["", "Tokens per second (1000 / median ms per token), and a least-squares line through the "
+            "milliseconds per token: a slope b near 0 means the cost does not grow with the context; "
+            "a line that fits (small residual) with b > 0 means it grows linearly."]
     return out
 
 

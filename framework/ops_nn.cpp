@@ -27,6 +27,26 @@ std::vector<Tensor> saved_with(const Tensor& x, const Tensor& weight) {
 }
 }  // namespace
 
+namespace {
+
+// sum_j f(j) over a row of D values, in double: eight partial sums (lane u takes j = u mod 8,
+// one vector of doubles) added in order, then the tail. A fixed order, so the same bits at any
+// thread count; unlike one serial double chain, the loop vectorises (layer_norm was 7% of a
+// training step at S).
+template <class F>
+double row_sum(int64_t D, F f) {
+  double part[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= D; j += 8)
+    for (int u = 0; u < 8; ++u) part[u] += f(j + u);
+  double s = 0;
+  for (int u = 0; u < 8; ++u) s += part[u];
+  for (; j < D; ++j) s += f(j);
+  return s;
+}
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   if (x.dim() < 1) throw Error("layer_norm: input must have at least 1 dim");
   check_affine("layer_norm", x, weight, "weight");
@@ -40,10 +60,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = px + r * D;
-    double m = 0, v = 0;
-    for (int64_t j = 0; j < D; ++j) m += xr[j];
-    m /= double(D);
-    for (int64_t j = 0; j < D; ++j) v += (xr[j] - m) * (xr[j] - m);
+    const double m = row_sum(D, [xr](int64_t j) { return double(xr[j]); }) / double(D);
+    const double v = row_sum(D, [xr, m](int64_t j) { return (xr[j] - m) * (xr[j] - m); });
     const float mean = float(m), rstd = float(1.0 / std::sqrt(v / double(D) + eps));
     st[2 * r] = mean;
     st[2 * r + 1] = rstd;
@@ -63,12 +81,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
         const float *xr = px + r * D, *gr = g + r * D;
         const float mean = st[2 * r], rstd = st[2 * r + 1];
         // dx = rstd * (dn - mean(dn) - n * mean(dn * n)), dn = g * w
-        double s1 = 0, s2 = 0;
-        for (int64_t j = 0; j < D; ++j) {
-          float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
-          s1 += dn;
-          s2 += dn * n;
-        }
+        const double s1 = row_sum(D, [gr, w](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)); });
+        const double s2 = row_sum(D, [gr, w, xr, mean, rstd](int64_t j) {
+          return double(gr[j] * (w ? w[j] : 1.f) * ((xr[j] - mean) * rstd));
+        });
         const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
         for (int64_t j = 0; j < D; ++j) {
           float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
@@ -104,8 +120,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = px + r * D;
-    double ss = 0;
-    for (int64_t j = 0; j < D; ++j) ss += double(xr[j]) * xr[j];
+    const double ss = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
     const float rstd = float(1.0 / std::sqrt(ss / double(D) + eps));
     rs[r] = rstd;
     for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
@@ -119,8 +134,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
       for (int64_t r = 0; r < rows; ++r) {
         const float *xr = px + r * D, *gr = g + r * D, rstd = rs[r];
         // dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w
-        double s = 0;
-        for (int64_t j = 0; j < D; ++j) s += double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd;
+        const double s = row_sum(D, [gr, w, xr, rstd](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd; });
         const float m = float(s / double(D));
         for (int64_t j = 0; j < D; ++j)
           gx[r * D + j] += rstd * (gr[j] * (w ? w[j] : 1.f) - xr[j] * rstd * m);
