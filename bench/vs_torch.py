@@ -103,6 +103,8 @@ def sweep(a, log):
                 k = (r - 1) % len(runners)
                 params = {}
                 for name, fn in runners[k:] + runners[:k]:
+                    if name == "torch_plain" and (r > a.plain_rounds or config not in a.plain_configs):
+                        continue  # out of the box is slow: quadratic forms, a Python loop over T
                     row = dict(fn(config, model), system=name, round=r)
                     rows.append(row)
                     log.write(json.dumps(row) + "\n")
@@ -121,7 +123,7 @@ def cell(rows, config, model, system, key="ms_median"):
 
 def fmt_ms(v):
     if not v:
-        return "n/a"
+        return "not run"
     med = statistics.median(v)
     return f"{med:.0f} ({min(v):.0f}-{max(v):.0f})" if len(v) > 1 else f"{med:.0f}"
 
@@ -248,8 +250,13 @@ def main():
     p.add_argument("--out-md", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
     p.add_argument("--out-jsonl", default=os.path.join(ROOT, "docs", "benchmarks.jsonl"))
     p.add_argument("--append", nargs="*", help="markdown files appended as further sections")
+    p.add_argument("--plain-rounds", type=int, default=1 << 30,
+                   help="rounds that also run the out-of-the-box PyTorch (default: all)")
+    p.add_argument("--plain-configs", default="S,W,L1024,L2048,L4096",
+                   help="configurations that run the out-of-the-box PyTorch")
     a = p.parse_args()
     a.configs, a.models = a.configs.split(","), a.models.split(",")
+    a.plain_configs = a.plain_configs.split(",")
     for c in a.configs:
         if c not in CONFIGS:
             sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")

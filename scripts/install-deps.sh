@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what trilemma needs from Debian's packages, only if something is missing.
 #   scripts/install-deps.sh          build and run dependencies (gnuplot-nox draws `trilemma report`'s plots)
-#   scripts/install-deps.sh --test   also PyTorch and h5py (reference values for the tests)
+#   scripts/install-deps.sh --test   also PyTorch and h5py (reference values for the tests) and
+#                                    tcmalloc (the tuned PyTorch of bench/vs_torch.py preloads it)
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libopenblas-dev libdnnl-dev libboost-program-options-dev
           doctest-dev libhdf5-dev nlohmann-json3-dev gnuplot-nox)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(python3 python3-torch python3-h5py python3-numpy)
+  packages+=(python3 python3-torch python3-h5py python3-numpy libtcmalloc-minimal4)
 fi
 
 missing=()
