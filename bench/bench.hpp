@@ -20,6 +20,8 @@ namespace tri::cli {
 // `fallback` is the benchmark's own default, for options whose default differs per benchmark.
 std::vector<int64_t> bench_sizes(const po::variables_map& vm, const std::string& option,
                                  const std::string& fallback = "");
+// A --models list: model family names, comma-separated; UsageError naming an unknown one.
+std::vector<std::string> family_list(const std::string& text);
 // --repeats, or the benchmark's own default.
 int bench_repeats(const po::variables_map& vm, int fallback);
 // The 1-minute load average when a benchmark starts: well above what the machine just ran means

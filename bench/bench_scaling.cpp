@@ -48,22 +48,6 @@ struct Measurement {
   int repeats;                        // timings the median is taken over
 };
 
-std::vector<std::string> family_list(const std::string& text) {
-  std::vector<std::string> out;
-  const std::vector<std::string> known = family_names();
-  std::string allowed;
-  for (const std::string& f : known) allowed += (allowed.empty() ? "" : ", ") + f;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string name = text.substr(start, comma - start);
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw UsageError("--models: unknown model '" + name + "' (allowed: " + allowed + ")");
-    out.push_back(name);
-    start = comma + 1;
-  }
-  return out;
-}
 
 ModelConfig scaling_model(const std::string& family, const Settings& s) {
   ModelConfig cfg = ModelConfig::of(family);
@@ -135,6 +119,23 @@ Json measurement_json(const Measurement& m, const Settings& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> family_list(const std::string& text) {
+  std::vector<std::string> out;
+  const std::vector<std::string> known = family_names();
+  std::string allowed;
+  for (const std::string& f : known) allowed += (allowed.empty() ? "" : ", ") + f;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, comma - start);
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw UsageError("--models: unknown model '" + name + "' (allowed: " + allowed + ")");
+    out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
 
 // decode_only: `bench decode`, the decode rows alone over longer contexts by default.
 int scaling_rows(const po::variables_map& vm, bool decode_only) {

@@ -67,12 +67,6 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
-std::string split_join(const std::vector<std::string>& items) {
-  std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
-  return s;
-}
-
 RunConfig train_config(const TrainSize& size, const std::string& family) {
   RunConfig c = RunConfig::of(family, "induction");
   const bool heads = dynamic_cast<HeadOptions*>(c.model.mixer.get()) != nullptr;
@@ -238,17 +232,12 @@ void print_row(const Json& r) {
 }  // namespace
 
 int bench_train(const po::variables_map& vm) {
-  const std::vector<std::string> families = split_commas(vm["models"].as<std::string>());
+  const std::vector<std::string> families = family_list(vm["models"].as<std::string>());
   std::vector<const TrainSize*> sizes;
   for (const std::string& n : split_commas(vm.count("configs") ? vm["configs"].as<std::string>() : size_names()))
     sizes.push_back(&find_size(n));
   for (const TrainSize* s : sizes)
-    for (const std::string& f : families) {
-      const std::vector<std::string> known = family_names();
-      if (std::find(known.begin(), known.end(), f) == known.end())
-        throw UsageError("--models: unknown model '" + f + "' (allowed: " + split_join(known) + ")");
-      train_config(*s, f);  // every row checked before any runs
-    }
+    for (const std::string& f : families) train_config(*s, f);  // every row checked before any runs
   const int steps = bench_repeats(vm, 10);
   const bool json = vm["json"].as<bool>(), profile = vm["profile"].as<bool>();
   if (vm["row"].as<bool>()) {  // a child: one row, one JSON line
