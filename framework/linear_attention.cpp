@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "activation_fns.hpp"
 #include "autograd.hpp"
 #include "linear_attention.hpp"
 #include "ops.hpp"
@@ -223,6 +224,107 @@ void backward_head(const Dims& d, const Rows& x, const GradRows& gr, const float
   }
 }
 
+// The forward kernel over every (batch, head): out [B, T, H, Dv] and den [B, T, H].
+void forward_all(const Dims& d, const float* pq, const float* pk, const float* pv, const float* pqd,
+                 const float* pkd, float eps, float* po, float* pden) {
+  const int64_t BH = d.B * d.H, Dvp = padded(d.Dv);
+#pragma omp parallel
+  {
+    std::vector<float> state(size_t(d.Dk * Dvp + d.Dk + 2 * Dvp));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      std::fill(state.begin(), state.end(), 0.f);
+      float *S = state.data(), *z = S + d.Dk * Dvp;
+      forward_head(d, rows_of(d, bh, pq, pk, pv, pqd, pkd), S, z, eps,
+                   po + (b * d.T * d.H + h) * d.Dv, pden + b * d.T * d.H + h, d.H, z + d.Dk);
+    }
+  }
+}
+
+// The backward kernel over every (batch, head), adding into the non-null gradients of gr.
+void backward_all(const Dims& d, const float* pq, const float* pk, const float* pv, const float* pqd,
+                  const float* pkd, const GradRows& gr, const float* g, const float* po,
+                  const float* pden) {
+  const int64_t BH = d.B * d.H;
+#pragma omp parallel
+  {
+    std::vector<float> scratch(size_t(backward_scratch_size(d)));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      const int64_t ok = (b * d.T * d.H + h) * d.Dk, ov = (b * d.T * d.H + h) * d.Dv;
+      auto at = [](float* p, int64_t o) { return p ? p + o : nullptr; };
+      const GradRows gh{at(gr.gq, ok), at(gr.gk, ok), at(gr.gv, ov), at(gr.gqd, ok), at(gr.gkd, ok)};
+      backward_head(d, rows_of(d, bh, pq, pk, pv, pqd, pkd), gh, g + ov, po + ov,
+                    pden + b * d.T * d.H + h, scratch.data());
+    }
+  }
+}
+
+// phi(x) as a new tensor, not recorded.
+template <class Phi>
+Tensor mapped(const Tensor& x, Phi phi) {
+  Tensor y = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* py = y.data();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) py[i] = phi.f(px[i]);
+  return y;
+}
+
+// Where the kernel's gradient for phi(x) goes: x's own gradient buffer when x has none yet
+// (then scaled in place by phi'(x)), else a zeroed temporary added into it.
+struct MappedGrad {
+  Tensor tmp;
+  float* dx = nullptr;      // x's gradient, or null when x needs none
+  float* dphi = nullptr;   // the kernel's target
+  explicit MappedGrad(const Tensor& x) {
+    const bool fresh = !x.grad().defined();
+    dx = grad_of(x);
+    if (!dx) return;
+    if (!fresh) tmp = Tensor::zeros(x.shape());
+    dphi = fresh ? dx : tmp.data();
+  }
+  // d x = d phi(x) phi'(x), as the unary op's backward: the same bits (0 + a, signed zeros too).
+  template <class Phi>
+  void chain(const Tensor& x, const Tensor& phi_x, Phi phi) const {
+    if (!dx) return;
+    const float *px = x.data(), *py = phi_x.data(), *gp = dphi;
+    const int64_t n = x.numel();
+    float* gx = dx;
+    if (gp == gx) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + gp[i] * phi.df(px[i], py[i]);  // 0 +: -0 becomes +0, as in +=
+    } else {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) gx[i] += gp[i] * phi.df(px[i], py[i]);
+    }
+  }
+};
+
+template <class Phi>
+Tensor linear_attention_phi(const Tensor& q, const Tensor& k, const Tensor& v, Phi phi, float eps) {
+  const Dims d = check_inputs("linear_attention", q, k, v, Tensor(), Tensor());
+  Tensor out = Tensor::empty(Shape{d.B, d.T, d.H, d.Dv});
+  Tensor den = Tensor::empty(Shape{d.B, d.T, d.H});
+  {
+    const Tensor fq = mapped(q, phi), fk = mapped(k, phi);
+    forward_all(d, fq.data(), fk.data(), v.data(), fq.data(), fk.data(), eps, out.data(), den.data());
+  }
+  if (!needs_grad({q, k, v})) return out;
+  record("linear_attention", out, {q, k, v, out}, [q, k, v, out, den, d, phi](const float* g) {
+    const Tensor fq = mapped(q, phi), fk = mapped(k, phi);  // recomputed, never stored
+    const MappedGrad gq(q), gk(k);
+    const GradRows gr{gq.dphi, gk.dphi, grad_of(v), gq.dphi, gk.dphi};
+    backward_all(d, fq.data(), fk.data(), v.data(), fq.data(), fk.data(), gr, g, out.data(), den.data());
+    gq.chain(q, fq, phi);
+    gk.chain(k, fk, phi);
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_den,
@@ -232,24 +334,7 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   const Tensor qd_t = sep ? q_den : q, kd_t = sep ? k_den : k;
   Tensor out = Tensor::empty(Shape{d.B, d.T, d.H, d.Dv});
   Tensor den = Tensor::empty(Shape{d.B, d.T, d.H});
-  const int64_t BH = d.B * d.H, Dvp = padded(d.Dv);
-  {
-    const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pqd = qd_t.data(),
-                *pkd = kd_t.data();
-    float *po = out.data(), *pden = den.data();
-#pragma omp parallel
-    {
-      std::vector<float> state(size_t(d.Dk * Dvp + d.Dk + 2 * Dvp));
-#pragma omp for schedule(static)
-      for (int64_t bh = 0; bh < BH; ++bh) {
-        const int64_t b = bh / d.H, h = bh % d.H;
-        std::fill(state.begin(), state.end(), 0.f);
-        float *S = state.data(), *z = S + d.Dk * Dvp;
-        forward_head(d, rows_of(d, bh, pq, pk, pv, pqd, pkd), S, z, eps,
-                     po + (b * d.T * d.H + h) * d.Dv, pden + b * d.T * d.H + h, d.H, z + d.Dk);
-      }
-    }
-  }
+  forward_all(d, q.data(), k.data(), v.data(), qd_t.data(), kd_t.data(), eps, out.data(), den.data());
   if (!needs_grad({q, k, v, q_den, k_den})) return out;
   std::vector<Tensor> saved = {q, k, v, out};
   if (sep) saved.insert(saved.end(), {q_den, k_den});
@@ -257,25 +342,18 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
     GradRows gr{grad_of(q), grad_of(k), grad_of(v), nullptr, nullptr};
     gr.gqd = sep ? grad_of(qd_t) : gr.gq;
     gr.gkd = sep ? grad_of(kd_t) : gr.gk;
-    const float *pq = q.data(), *pk = k.data(), *pv = v.data(), *pqd = qd_t.data(),
-                *pkd = kd_t.data(), *po = out.data(), *pden = den.data();
-    const int64_t BH = d.B * d.H;
-#pragma omp parallel
-    {
-      std::vector<float> scratch(size_t(backward_scratch_size(d)));
-#pragma omp for schedule(static)
-      for (int64_t bh = 0; bh < BH; ++bh) {
-        const int64_t b = bh / d.H, h = bh % d.H;
-        const int64_t ok = (b * d.T * d.H + h) * d.Dk, ov = (b * d.T * d.H + h) * d.Dv;
-        auto at = [](float* p, int64_t o) { return p ? p + o : nullptr; };
-        const GradRows gh{at(gr.gq, ok), at(gr.gk, ok), at(gr.gv, ov), at(gr.gqd, ok),
-                          at(gr.gkd, ok)};
-        backward_head(d, rows_of(d, bh, pq, pk, pv, pqd, pkd), gh, g + ov, po + ov,
-                      pden + b * d.T * d.H + h, scratch.data());
-      }
-    }
+    backward_all(d, q.data(), k.data(), v.data(), qd_t.data(), kd_t.data(), gr, g, out.data(), den.data());
   });
   return out;
+}
+
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, FeatureMap phi, float eps) {
+  switch (phi) {
+    case FeatureMap::elu_plus_one: return linear_attention_phi(q, k, v, activation::EluPlusOne{}, eps);
+    case FeatureMap::relu: return linear_attention_phi(q, k, v, activation::Relu{}, eps);
+    case FeatureMap::identity: break;
+  }
+  return linear_attention(q, k, v, Tensor(), Tensor(), eps);
 }
 
 Tensor linear_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -17,6 +17,13 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& q_den = Tensor(), const Tensor& k_den = Tensor(),
                         float eps = 1e-6f);
 
+// The feature map phi applied inside the kernel: the same result and gradients, bit for bit, as
+// linear_attention(phi(q), phi(k), v), but phi(q) and phi(k) are recomputed in backward instead
+// of being stored (two [B, T, H, Dk] tensors fewer per layer).
+enum class FeatureMap { identity, elu_plus_one, relu };
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, FeatureMap phi,
+                        float eps = 1e-6f);
+
 // Naive reference: builds the [B, H, T, T] kernel matrix from ops (differentiable).
 Tensor linear_attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& q_den = Tensor(), const Tensor& k_den = Tensor(),

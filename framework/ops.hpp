@@ -15,10 +15,15 @@ namespace tri {
 // b may be 2-D (shared across a's batch dims) or have the same batch dims as a.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // PyTorch's nn.Linear: x [..., in] @ w[out, in]^T + bias[out] (bias may be undefined).
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+// With a residual (shaped like the output): residual + linear(x, w, bias), the bits of
+// add(residual, linear(x, w, bias)) without a separate tensor for the projection (a residual
+// block's sum, one [B, T, D] tensor fewer kept for backward). gelu_linear likewise.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor(),
+              const Tensor& residual = Tensor());
 // linear(gelu(h), w, bias) with the same bits, keeping h instead of gelu(h) for backward (which
 // recomputes it): the MLP's d_ff-wide activation is stored once, not twice.
-Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias = Tensor());
+Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias = Tensor(),
+                   const Tensor& residual = Tensor());
 
 // ---- element-wise binary with numpy broadcasting (ops_elementwise.cpp) --------------------
 Tensor add(const Tensor& a, const Tensor& b);

@@ -1,11 +1,10 @@
-// Element-wise unary ops. Each is one line of forward and one of derivative, written next to
-// each other; the derivative reads the input x or the output y, whichever is cheaper.
-// Transcendentals come from vec_math.hpp (1-2 ulp, no libm call), so every loop vectorises.
+// Element-wise unary ops: the functions of activation_fns.hpp applied to a tensor, forward and
+// backward.
 #include <cmath>
 
+#include "activation_fns.hpp"
 #include "autograd.hpp"
 #include "ops.hpp"
-#include "vec_math.hpp"
 
 namespace tri {
 
@@ -31,51 +30,9 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
   return out;
 }
 
-struct Gelu {  // x * Phi(x)
-  float f(float x) const { return gelu_value(x); }
-  float df(float x, float) const { return gelu_derivative(x); }
-};
-struct Silu {  // x * sigmoid(x)
-  float f(float x) const { return x / (1.f + exp_full(-x)); }
-  float df(float x, float) const {
-    float s = 1.f / (1.f + exp_full(-x));
-    return s * (1.f + x * (1.f - s));
-  }
-};
-struct Elu {
-  float alpha;
-  float f(float x) const { return x > 0.f ? x : alpha * expm1_approx(x); }
-  float df(float x, float y) const { return x > 0.f ? 1.f : y + alpha; }
-};
-struct EluPlusOne {  // elu(x) + 1 = e^x for x <= 0: one exp, no cancellation in expm1 + 1
-  float f(float x) const { return x > 0.f ? x + 1.f : exp_full(x); }
-  float df(float x, float y) const { return x > 0.f ? 1.f : y; }
-};
-struct Softplus {  // PyTorch's threshold 20: linear above it
-  float f(float x) const { return softplus_approx(x); }
-  float df(float x, float) const { return x > 20.f ? 1.f : 1.f / (1.f + exp_full(-x)); }
-};
-struct Exp {
-  float f(float x) const { return exp_full(x); }
-  float df(float, float y) const { return y; }
-};
-struct Log {
-  float f(float x) const { return std::log(x); }
-  float df(float x, float) const { return 1.f / x; }
-};
-struct Sigmoid {
-  float f(float x) const { return 1.f / (1.f + exp_full(-x)); }
-  float df(float, float y) const { return y * (1.f - y); }
-};
-struct Relu {
-  float f(float x) const { return x > 0.f ? x : 0.f; }
-  float df(float x, float) const { return x > 0.f ? 1.f : 0.f; }
-};
-struct Tanh {
-  float f(float x) const { return tanh_approx(x); }
-  float df(float, float y) const { return 1.f - y * y; }
-};
 }  // namespace
+
+using namespace activation;
 
 Tensor gelu(const Tensor& x) { return unary("gelu", x, Gelu{}); }
 Tensor silu(const Tensor& x) { return unary("silu", x, Silu{}); }

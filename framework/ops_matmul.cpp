@@ -128,9 +128,18 @@ LinearDims linear_dims(const char* op, const Tensor& x, const Tensor& w, const T
   return d;
 }
 
-// out = x w^T + bias, x [rows, in] as a pointer; out has x's leading dims.
+// residual must be undefined or shaped like the output (x's leading dims, out features).
+void check_residual(const char* op, const Tensor& x, const LinearDims& d, const Tensor& residual) {
+  if (!residual.defined()) return;
+  Shape os = x.shape();
+  os[-1] = d.outf;
+  if (residual.shape() != os)
+    throw Error(std::string(op) + ": residual " + residual.shape().str() + " must have the output's shape " + os.str());
+}
+
+// out = x w^T + bias (+ residual), x [rows, in] as a pointer; out has x's leading dims.
 Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d, const Tensor& w,
-                      const Tensor& bias) {
+                      const Tensor& bias, const Tensor& residual) {
   Shape os = x_shape;
   os[-1] = d.outf;
   Tensor out = Tensor::empty(os);
@@ -144,7 +153,22 @@ Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d,
     beta = 1.f;
   }
   sgemm(false, true, d.rows, d.outf, d.in, 1.f, x, d.in, w.data(), d.in, beta, o, d.outf);
+  if (residual.defined()) {  // residual + y, as add(residual, y) computes it
+    const float* r = residual.data();
+    const int64_t n = d.rows * d.outf;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) o[i] = r[i] + o[i];
+  }
   return out;
+}
+
+// d residual += g, as add's backward.
+void residual_backward(const float* g, const LinearDims& d, const Tensor& residual) {
+  float* gr = grad_of(residual);
+  if (!gr) return;
+  const int64_t n = d.rows * d.outf;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) gr[i] += g[i];
 }
 
 // Adds d x (when gx), d w and d bias (when theirs are wanted) of out = x w^T + bias, given g.
@@ -178,32 +202,45 @@ Tensor gelu_values(const Tensor& h) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& residual) {
   const LinearDims d = linear_dims("linear", x, w, bias);
-  Tensor out = linear_forward(x.data(), x.shape(), d, w, bias);
-  if (!needs_grad({x, w, bias})) return out;
-  record("linear", out, {x, w}, [x, w, bias, d](const float* g) {
+  check_residual("linear", x, d, residual);
+  Tensor out = linear_forward(x.data(), x.shape(), d, w, bias, residual);
+  if (!needs_grad({x, w, bias, residual})) return out;
+  record("linear", out, {x, w}, [x, w, bias, residual, d](const float* g) {
+    residual_backward(g, d, residual);
     linear_backward(g, x.data(), d, w, bias, grad_of(x));
   });
   return out;
 }
 
-Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias) {
+Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias, const Tensor& residual) {
   const LinearDims d = linear_dims("gelu_linear", h, w, bias);
-  Tensor out = linear_forward(gelu_values(h).data(), h.shape(), d, w, bias);
-  if (!needs_grad({h, w, bias})) return out;
-  record("gelu_linear", out, {h, w}, [h, w, bias, d](const float* g) {
-    // d h first, then d w from the recomputed gelu(h): the two d_ff-wide temporaries never
-    // coexist (the step's peak memory is in this backward).
-    if (float* gh = grad_of(h)) {
-      Tensor da = Tensor::zeros(h.shape());
-      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, da.data(), d.in);
-      const float *ph = h.data(), *pda = da.data();
-      const int64_t n = h.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-      for (int64_t i = 0; i < n; ++i) gh[i] += pda[i] * gelu_derivative(ph[i]);
-    }
+  check_residual("gelu_linear", h, d, residual);
+  Tensor out = linear_forward(gelu_values(h).data(), h.shape(), d, w, bias, residual);
+  if (!needs_grad({h, w, bias, residual})) return out;
+  record("gelu_linear", out, {h, w}, [h, w, bias, residual, d](const float* g) {
+    residual_backward(g, d, residual);
+    // d w from the recomputed gelu(h) first, then d h: one d_ff-wide buffer at a time (the
+    // step's peak memory is in this backward). When h has no gradient yet, d gelu(h) is
+    // computed in its gradient buffer and scaled there (0 + x is x: the same bits as through
+    // a temporary).
     if (grad_of(w) || grad_of(bias)) linear_backward(g, gelu_values(h).data(), d, w, bias, nullptr);
+    const bool fresh = !h.grad().defined();
+    if (float* gh = grad_of(h)) {
+      Tensor tmp = fresh ? Tensor() : Tensor::zeros(h.shape());
+      float* da = fresh ? gh : tmp.data();
+      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, da, d.in);
+      const float* ph = h.data();
+      const int64_t n = h.numel();
+      if (fresh) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+        for (int64_t i = 0; i < n; ++i) gh[i] = 0.f + da[i] * gelu_derivative(ph[i]);  // 0 +: -0 becomes +0, as in +=
+      } else {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+        for (int64_t i = 0; i < n; ++i) gh[i] += da[i] * gelu_derivative(ph[i]);
+      }
+    }
   });
   return out;
 }

@@ -69,7 +69,7 @@ FamilySpec attention_family() {
 
 MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c.checked(), rng) {}
 
-Tensor MultiHeadAttention::forward(const Tensor& x) {
+Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& residual) {
   Tensor q = split_heads(q_proj(x));  // [B, T, H, Dh]
   Tensor k = split_heads(k_proj(x));
   Tensor v = split_heads(v_proj(x));
@@ -79,7 +79,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) {
   }
   Tensor o = probe ? attention_naive(q, k, v, options_for(cfg), probe)
                    : attention(q, k, v, options_for(cfg));  // [B, T, H, Dh]
-  return out_proj(merge_heads(o));
+  return out_proj(merge_heads(o), residual);
 }
 
 std::unique_ptr<MixerState> MultiHeadAttention::new_state(int64_t batch) const {

@@ -21,7 +21,7 @@ class LanguageModel;
 class MultiHeadAttention : public HeadMixer {
  public:
   MultiHeadAttention(const ModelConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) override;
   std::unique_ptr<MixerState> new_state(int64_t batch) const override;
   Tensor step(const Tensor& x, MixerState& state) override;
   int64_t state_bytes(int64_t T) const override;  // the K and V rows of T tokens

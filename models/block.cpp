@@ -21,23 +21,23 @@ Block::Block(const ModelConfig& cfg, Rng& rng) : pre_norm(cfg.norm == "pre") {
   }
 }
 
-Tensor Block::residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& mix) {
+Tensor Block::residual(const Tensor& x, const Mix& mix) {
   const Norm& n1 = *norm1;
   if (pre_norm) {
-    Tensor h = x + mix(n1(x));
-    return mlp ? h + (*mlp)((*norm2)(h)) : h;
+    Tensor h = mix(n1(x), x);                 // x + mixer(norm1(x))
+    return mlp ? (*mlp)((*norm2)(h), h) : h;  // h + mlp(norm2(h))
   }
-  Tensor h = n1(x + mix(x));
-  return mlp ? (*norm2)(h + (*mlp)(h)) : h;
+  Tensor h = n1(mix(x, x));                   // norm1(x + mixer(x))
+  return mlp ? (*norm2)((*mlp)(h, h)) : h;    // norm2(h + mlp(h))
 }
 
 Tensor Block::forward(const Tensor& x) {
-  return residual(x, [this](const Tensor& t) { return mixer->forward(t); });
+  return residual(x, [this](const Tensor& a, const Tensor& r) { return mixer->forward(a, r); });
 }
 
 Tensor Block::step(const Tensor& x, MixerState& state) {
   NoGradGuard no_grad;
-  return residual(x, [this, &state](const Tensor& t) { return mixer->step(t, state); });
+  return residual(x, [this, &state](const Tensor& a, const Tensor& r) { return r + mixer->step(a, state); });
 }
 
 }  // namespace tri

@@ -23,7 +23,10 @@ class Block : public Module {
 
  private:
   bool pre_norm;
-  Tensor residual(const Tensor& x, const std::function<Tensor(const Tensor&)>& mix);
+  // mix(a, r) = r + mixer(a): the sums of the residual stream are done by the sublayers'
+  // output projections (Mixer::forward, Mlp), so no sublayer output is kept beside its sum.
+  using Mix = std::function<Tensor(const Tensor& a, const Tensor& r)>;
+  Tensor residual(const Tensor& x, const Mix& mix);
 };
 
 }  // namespace tri

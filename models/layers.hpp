@@ -17,7 +17,10 @@ namespace tri {
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool with_bias, Rng& rng);
-  Tensor operator()(const Tensor& x) const { return linear(x, weight, bias); }
+  // x W^T + b, plus residual when given (added inside the op: ops.hpp, linear).
+  Tensor operator()(const Tensor& x, const Tensor& residual = Tensor()) const {
+    return linear(x, weight, bias, residual);
+  }
   Tensor weight, bias;  // bias undefined when !with_bias
 };
 
@@ -36,7 +39,10 @@ class Norm : public Module {
 class Mlp : public Module {
  public:
   Mlp(int64_t d, Rng& rng);
-  Tensor operator()(const Tensor& x) const { return gelu_linear(fc1(x), fc2.weight, fc2.bias); }  // fc2(gelu(fc1(x)))
+  // fc2(gelu(fc1(x))), plus residual when given.
+  Tensor operator()(const Tensor& x, const Tensor& residual = Tensor()) const {
+    return gelu_linear(fc1(x), fc2.weight, fc2.bias, residual);
+  }
   Linear fc1, fc2;
 };
 

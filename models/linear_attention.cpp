@@ -13,6 +13,12 @@ struct LinearAttentionState : MixerState {
   Tensor S, z;  // [B, H, Dh, Dh], [B, H, Dh]
   int64_t bytes() const override { return (S.numel() + z.numel()) * int64_t(sizeof(float)); }
 };
+
+FeatureMap feature_map_of(const std::string& name) {  // a value the option's choice allowed
+  if (name == "elu") return FeatureMap::elu_plus_one;
+  if (name == "relu") return FeatureMap::relu;
+  return FeatureMap::identity;
+}
 }  // namespace
 
 void LinearAttentionOptions::visit(FieldVisitor& v) {
@@ -34,21 +40,26 @@ FamilySpec linear_attention_family() {
 }
 
 LinearAttention::LinearAttention(const ModelConfig& c, Rng& rng)
-    : HeadMixer(c.checked(), rng), feature_map_(cfg.options<LinearAttentionOptions>().feature_map) {}
+    : HeadMixer(c.checked(), rng), feature_map_(feature_map_of(cfg.options<LinearAttentionOptions>().feature_map)) {}
 
 Tensor LinearAttention::phi(const Tensor& x) const {
-  if (feature_map_ == "elu") return elu_plus_one(x);
-  if (feature_map_ == "relu") return relu(x);
-  return x;  // identity
+  switch (feature_map_) {
+    case FeatureMap::elu_plus_one: return elu_plus_one(x);
+    case FeatureMap::relu: return relu(x);
+    case FeatureMap::identity: break;
+  }
+  return x;
 }
 
-Tensor LinearAttention::forward(const Tensor& x) {
-  Tensor q = phi(split_heads(q_proj(x)));  // [B, T, H, Dh]
-  Tensor k = phi(split_heads(k_proj(x)));
+Tensor LinearAttention::forward(const Tensor& x, const Tensor& residual) {
+  Tensor q = split_heads(q_proj(x));  // [B, T, H, Dh]
+  Tensor k = split_heads(k_proj(x));
   Tensor v = split_heads(v_proj(x));
-  Tensor o = cfg.pos == "rope" ? linear_attention(rope(q, 0), rope(k, 0), v, q, k)
-                               : linear_attention(q, k, v);
-  return out_proj(merge_heads(o));
+  if (cfg.pos != "rope")  // phi(q), phi(k) inside the kernel: recomputed in backward, not stored
+    return out_proj(merge_heads(linear_attention(q, k, v, feature_map_)), residual);
+  q = phi(q);
+  k = phi(k);
+  return out_proj(merge_heads(linear_attention(rope(q, 0), rope(k, 0), v, q, k)), residual);
 }
 
 std::unique_ptr<MixerState> LinearAttention::new_state(int64_t batch) const {

@@ -5,11 +5,12 @@
 //   phi(x) = elu(x) + 1     feature map (eq. 7); LinearAttentionOptions::feature_map: elu | relu | identity
 //   V'_i = phi(Q_i)^T S_i / phi(Q_i)^T Z_i,  S_i = sum_{j<=i} phi(K_j) V_j^T,
 //          Z_i = sum_{j<=i} phi(K_j)         (eqs. 10-12: causal masking as a running sum)
-//                           linear_attention(phi(q), phi(k), v)
+//                           linear_attention(phi(q), phi(k), v), phi applied inside the kernel
 //   RoPE (RoFormer §3.4.4)  numerator on rope(phi(q)), rope(phi(k)); normaliser on phi(q), phi(k)
 //   output                  out_proj(merge_heads(V'))
 // Recurrent form (eqs. 18-20): the state (S [B, H, Dh, Dh], Z [B, H, Dh]), constant in T.
 #pragma once
+#include "framework/linear_attention.hpp"
 #include "models/layers.hpp"
 
 namespace tri {
@@ -23,13 +24,13 @@ struct LinearAttentionOptions : HeadOptions {
 class LinearAttention : public HeadMixer {
  public:
   LinearAttention(const ModelConfig& cfg, Rng& rng);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) override;
   std::unique_ptr<MixerState> new_state(int64_t batch) const override;
   Tensor step(const Tensor& x, MixerState& state) override;
   int64_t state_bytes(int64_t T) const override;  // S and Z: independent of T
 
  private:
-  std::string feature_map_;
+  FeatureMap feature_map_;
   Tensor phi(const Tensor& x) const;
 };
 

@@ -136,10 +136,10 @@ MambaMixer::MambaMixer(const ModelConfig& cfg, Rng& rng, bool /*checked*/)
   add_parameter("out_proj.weight", out_proj_w);
 }
 
-Tensor MambaMixer::forward(const Tensor& x) {
+Tensor MambaMixer::forward(const Tensor& x, const Tensor& residual) {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw Error("mamba: input " + x.shape().str() + " must be [B, T, " + std::to_string(d_model) + "]");
-  return mix(x, nullptr);
+  return mix(x, nullptr, residual);
 }
 
 Tensor MambaMixer::step(const Tensor& x, MixerState& state) {
@@ -149,15 +149,15 @@ Tensor MambaMixer::step(const Tensor& x, MixerState& state) {
     throw Error("mamba: step input " + x.shape().str() + " must be [" + std::to_string(batch) +
                 ", 1, " + std::to_string(d_model) + "]");
   NoGradGuard no_grad;
-  return mix(x, st);
+  return mix(x, st, Tensor());
 }
 
-Tensor MambaMixer::mix(const Tensor& u, MambaState* st) {
+Tensor MambaMixer::mix(const Tensor& u, MambaState* st, const Tensor& residual) {
   const int64_t E = d_inner;
   Tensor xz = linear(u, in_proj_w);  // [B, T, 2E]
   Tensor x = slice(xz, -1, 0, E), z = slice(xz, -1, E, 2 * E);
   x = st ? silu(conv_step(x, *st)) : causal_conv1d_silu(x, conv_w, conv_b);
-  return linear(ssm(x, z, st ? &st->h : nullptr), out_proj_w);
+  return linear(ssm(x, z, st ? &st->h : nullptr), out_proj_w, Tensor(), residual);
 }
 
 Tensor MambaMixer::ssm(const Tensor& x, const Tensor& z, Tensor* h) {

@@ -90,7 +90,7 @@ class MambaMixer : public Mixer {
   // a dense a_init with ssm_selective on.
   MambaMixer(const ModelConfig& cfg, Rng& rng);
 
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) override;
   std::unique_ptr<MixerState> new_state(int64_t batch) const override;
   Tensor step(const Tensor& x, MixerState& state) override;
   int64_t state_bytes(int64_t T) const override;
@@ -109,7 +109,7 @@ class MambaMixer : public Mixer {
   Ssm kind_;
   MambaMixer(const ModelConfig& checked, Rng& rng, bool);  // cfg already checked
   // The whole mixer; `st` null: the parallel forward over [B, T, D], else one step.
-  Tensor mix(const Tensor& u, MambaState* st);
+  Tensor mix(const Tensor& u, MambaState* st, const Tensor& residual);  // + residual when given
   // The SSM on the conv output x and the gate z, [B, T, E]; `h` non-null: one step.
   Tensor ssm(const Tensor& x, const Tensor& z, Tensor* h);
   // The causal conv for one step, sliding the window in `st`.

@@ -27,8 +27,10 @@ State& state_as(MixerState& s, const char* mixer) {
 
 class Mixer : public Module {
  public:
-  // x [B, T, D] -> [B, T, D], causal, recorded on the tape.
-  virtual Tensor forward(const Tensor& x) = 0;
+  // x [B, T, D] -> [B, T, D], causal, recorded on the tape. With a residual [B, T, D]:
+  // residual + mixer(x), added by the output projection, so a block's sum does not keep the
+  // mixer's output as a tensor of its own.
+  virtual Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) = 0;
   // A fresh state for `batch` sequences (positions start at 0).
   virtual std::unique_ptr<MixerState> new_state(int64_t batch) const = 0;
   // One decoding step, no grad: x [B, 1, D] -> [B, 1, D]; advances the state by one position.

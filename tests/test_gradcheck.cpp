@@ -134,19 +134,57 @@ TEST_CASE("gradcheck: gelu_linear, and the bits of linear(gelu(h))") {
   expect_grads("gelu_linear with bias", {h, w, b},
                [](const V& in) { return gelu_linear(in[0], in[1], in[2]); });
   expect_grads("gelu_linear no bias", {h, w}, [](const V& in) { return gelu_linear(in[0], in[1]); });
+  // h also read by a later op: its gradient already holds that op's part when gelu_linear's
+  // backward adds its own (the other branch of the backward).
+  expect_grads("gelu_linear, h read twice", {h, w, b},
+               [](const V& in) { return add(gelu_linear(in[0], in[1], in[2]), linear(in[0], in[1])); });
   // Large enough for the threaded loops; the fused op keeps every bit of the composition.
   Tensor hb = param({64, 40, 48}, 7), wb = param({24, 48}, 8), bb = param({24}, 9), g = param({64, 40, 24}, 10);
-  auto grads = [&](bool fused) {
-    for (Tensor* t : {&hb, &wb, &bb}) t->impl()->grad.reset();
-    Tensor out = fused ? gelu_linear(hb, wb, bb) : linear(gelu(hb), wb, bb);
-    backward(sum(mul(out, g)));
-    return std::vector<Tensor>{out, hb.grad(), wb.grad(), bb.grad()};
-  };
-  const std::vector<Tensor> fused = grads(true), composed = grads(false);
-  for (size_t i = 0; i < fused.size(); ++i) {
-    REQUIRE(fused[i].numel() == composed[i].numel());
-    CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+  for (const bool h_read_twice : {false, true}) {
+    CAPTURE(h_read_twice);
+    auto grads = [&](bool fused) {
+      for (Tensor* t : {&hb, &wb, &bb}) t->impl()->grad.reset();
+      Tensor out = fused ? gelu_linear(hb, wb, bb) : linear(gelu(hb), wb, bb);
+      if (h_read_twice) out = add(out, linear(hb, wb));
+      backward(sum(mul(out, g)));
+      return std::vector<Tensor>{out, hb.grad(), wb.grad(), bb.grad()};
+    };
+    const std::vector<Tensor> fused = grads(true), composed = grads(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      REQUIRE(fused[i].numel() == composed[i].numel());
+      CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+    }
   }
+}
+
+TEST_CASE("gradcheck: linear and gelu_linear with a residual, and the bits of add(r, linear(..))") {
+  Tensor x = param({2, 3, 4}, 31), w = param({5, 4}, 32), b = param({5}, 33), r = param({2, 3, 5}, 34);
+  expect_grads("linear + residual", {x, w, b, r},
+               [](const V& in) { return linear(in[0], in[1], in[2], in[3]); });
+  expect_grads("gelu_linear + residual", {x, w, b, r},
+               [](const V& in) { return gelu_linear(in[0], in[1], in[2], in[3]); });
+  // The residual's gradient also gets a part from another op (as a block's x does through its
+  // norm); large enough for the threaded loops.
+  Tensor xb = param({64, 40, 48}, 35), wb = param({24, 48}, 36), bb = param({24}, 37),
+         rb = param({64, 40, 24}, 38), g = param({64, 40, 24}, 39);
+  for (const bool gelu_first : {false, true}) {
+    CAPTURE(gelu_first);
+    auto grads = [&](bool fused) {
+      for (Tensor* t : {&xb, &wb, &bb, &rb}) t->impl()->grad.reset();
+      const Tensor r2 = mul(rb, rb);
+      Tensor out = gelu_first ? (fused ? gelu_linear(xb, wb, bb, r2) : add(r2, gelu_linear(xb, wb, bb)))
+                              : (fused ? linear(xb, wb, bb, r2) : add(r2, linear(xb, wb, bb)));
+      backward(sum(mul(out, g)));
+      return std::vector<Tensor>{out, xb.grad(), wb.grad(), bb.grad(), rb.grad()};
+    };
+    const std::vector<Tensor> fused = grads(true), composed = grads(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      REQUIRE(fused[i].numel() == composed[i].numel());
+      CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+    }
+  }
+  CHECK_THROWS_WITH_AS(linear(x, w, b, param({2, 3, 4}, 40)),
+                       "linear: residual [2, 3, 4] must have the output's shape [2, 3, 5]", Error);
 }
 
 TEST_CASE("gradcheck: add") { check_binary("add", tri::add); }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,49 @@ TEST_CASE("linear_attention: gradients match finite differences") {
                  : linear_attention(x[0], x[1], x[2]);
     };
     gradcheck::Result r = gradcheck::check(f, in);
+    INFO(r.summary());
+    CHECK(r.ok());
+  }
+}
+
+TEST_CASE("linear_attention with a feature map: the bits of linear_attention(phi(q), phi(k), v)") {
+  // The fused form recomputes phi(q), phi(k) in backward instead of storing them; every output
+  // and gradient must equal the composition's. Also when q already holds a gradient from a
+  // later op (the kernel's part is then added, not written), and at sizes that use the threads.
+  const Shape sk{3, 70, 4, 24}, sv{3, 70, 4, 20};
+  Tensor q = param(sk, 11), k = param(sk, 12), v = param(sv, 13), w = gradcheck::uniform(sv, 14);
+  const std::pair<FeatureMap, Tensor (*)(const Tensor&)> maps[] = {
+      {FeatureMap::elu_plus_one, elu_plus_one}, {FeatureMap::relu, relu}, {FeatureMap::identity, nullptr}};
+  for (const auto& [map, phi] : maps)
+    for (const bool q_read_twice : {false, true}) {
+      CAPTURE(int(map));
+      CAPTURE(q_read_twice);
+      auto run = [&](bool fused) {
+        for (Tensor* t : {&q, &k, &v}) t->impl()->grad.reset();
+        Tensor out = fused ? linear_attention(q, k, v, map)
+                           : linear_attention(phi ? phi(q) : q, phi ? phi(k) : k, v);
+        Tensor loss = sum(mul(out, w));
+        if (q_read_twice) loss = add(loss, sum(mul(q, q)));
+        backward(loss);
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      const std::vector<Tensor> fused = run(true), composed = run(false);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        REQUIRE(fused[i].numel() == composed[i].numel());
+        CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+      }
+    }
+  // And against finite differences, through the feature map's derivative.
+  const Shape tk{2, 7, 2, 3}, tv{2, 7, 2, 4};
+  for (const FeatureMap map : {FeatureMap::elu_plus_one, FeatureMap::relu}) {
+    CAPTURE(int(map));
+    // relu: inputs away from its kink; both: denominators away from zero.
+    std::vector<Tensor> in = {param(tk, 21, 0.2f, 1.2f), param(tk, 22, 0.2f, 1.2f), param(tv, 23)};
+    if (map == FeatureMap::elu_plus_one)
+      for (int i = 0; i < 2; ++i)
+        for (int64_t j = 0; j < in[i].numel(); ++j) in[i].data()[j] = in[i].data()[j] * 2 - 1.4f;
+    gradcheck::Result r =
+        gradcheck::check([map](const std::vector<Tensor>& x) { return linear_attention(x[0], x[1], x[2], map); }, in);
     INFO(r.summary());
     CHECK(r.ok());
   }

@@ -50,10 +50,10 @@ class ShiftMixer : public Mixer {
       : shift_(cfg.options<ShiftOptions>().shift), d_(cfg.d_model), w_(init_linear_weight(d_, d_, rng)) {
     add_parameter("weight", w_);
   }
-  Tensor forward(const Tensor& x) override {
+  Tensor forward(const Tensor& x, const Tensor& residual) override {
     const int64_t B = x.size(0), T = x.size(1), s = std::min(shift_, T);
     Tensor shifted = concat({Tensor::zeros(Shape{B, s, d_}), slice(x, 1, 0, T - s)}, 1);
-    return linear(shifted, w_);
+    return linear(shifted, w_, Tensor(), residual);
   }
   std::unique_ptr<MixerState> new_state(int64_t batch) const override {
     auto st = std::make_unique<ShiftState>();
