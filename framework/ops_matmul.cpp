@@ -179,12 +179,23 @@ void linear_backward(const float* g, const float* x, const LinearDims& d, const 
   if (float* gb = grad_of(bias)) {
     // Columns in blocks of 16 across threads, rows in order within each: the same sums at
     // any thread count.
+    // Sums in registers, added to gb once (onto a zero gb: the same bits as adding row by row).
     const int64_t blocks = (d.outf + 15) / 16;
 #pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
     for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, j1 = std::min(d.outf, j0 + 16);
-      for (int64_t r = 0; r < d.rows; ++r)
-        for (int64_t j = j0; j < j1; ++j) gb[j] += g[r * d.outf + j];
+      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, d.outf - j0);
+      float acc[16] = {};
+      if (width == 16) {
+        for (int64_t r = 0; r < d.rows; ++r) {
+          const float* gr = g + r * d.outf + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < 16; ++j) acc[j] += gr[j];
+        }
+      } else {
+        for (int64_t r = 0; r < d.rows; ++r)
+          for (int64_t j = 0; j < width; ++j) acc[j] += g[r * d.outf + j0 + j];
+      }
+      for (int64_t j = 0; j < width; ++j) gb[j0 + j] += acc[j];
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "autograd.hpp"
 #include "ops.hpp"
@@ -94,16 +95,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
     }
     // Columns in blocks of 16 across threads, rows in order within each: the same sums at any
     // thread count.
+    // Sums in registers, added once (onto zero gradients: the same bits as row by row).
     const int64_t blocks = gw || gb ? (D + 15) / 16 : 0;
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
     for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, j1 = std::min(D, j0 + 16);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = j0; j < j1; ++j) {
-          const float n = (px[r * D + j] - st[2 * r]) * st[2 * r + 1];
-          if (gw) gw[j] += g[r * D + j] * n;
-          if (gb) gb[j] += g[r * D + j];
+      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
+      float sw[16] = {}, sb[16] = {};
+      auto add_row = [&](int64_t r, auto w) {  // w: 16 (a constant: one vector) or width
+        const float *xr = px + r * D + j0, *gr = g + r * D + j0, mean = st[2 * r], rstd = st[2 * r + 1];
+#pragma omp simd
+        for (int64_t j = 0; j < int64_t(w); ++j) {
+          sw[j] += gr[j] * ((xr[j] - mean) * rstd);
+          sb[j] += gr[j];
         }
+      };
+      for (int64_t r = 0; r < rows; ++r)
+        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
+      for (int64_t j = 0; j < width; ++j) {
+        if (gw) gw[j0 + j] += sw[j];
+        if (gb) gb[j0 + j] += sb[j];
+      }
     }
   });
   return out;
@@ -143,9 +154,16 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
     const int64_t blocks = gw ? (D + 15) / 16 : 0;  // as in layer_norm
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
     for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, j1 = std::min(D, j0 + 16);
+      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
+      float sw[16] = {};
+      auto add_row = [&](int64_t r, auto w) {
+        const float *xr = px + r * D + j0, *gr = g + r * D + j0, rstd = rs[r];
+#pragma omp simd
+        for (int64_t j = 0; j < int64_t(w); ++j) sw[j] += gr[j] * xr[j] * rstd;
+      };
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = j0; j < j1; ++j) gw[j] += g[r * D + j] * px[r * D + j] * rs[r];
+        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
+      for (int64_t j = 0; j < width; ++j) gw[j0 + j] += sw[j];
     }
   });
   return out;

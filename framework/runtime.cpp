@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tensor.hpp"
+#include "tile_kernels.hpp"
 
 extern "C" {
 char* openblas_get_corename(void);
@@ -135,17 +136,58 @@ GemmBackend gemm_backend() { return g_backend; }
 int64_t flop_count() { return g_flops.load(std::memory_order_relaxed); }
 void add_flops(int64_t n) { g_flops.fetch_add(n, std::memory_order_relaxed); }
 
+namespace {
+// oneDNN 2.6's sgemm runs op(B) = B^T below its usual speed once k >= 512 (x W^T with
+// in_features 512..2048: 250-285 GFLOP/s against 320-330 for B itself, measured on this
+// project's reference machine, AVX-512, 2 threads), and no slower below that. So B^T is copied
+// first there (about 1% of such a GEMM). The rule depends on the shape only: results stay
+// deterministic.
+constexpr int64_t kTransposeMinK = 512;
+
+// dst [cols][rows] = src [rows][cols] (row stride ld)^T, by 16 x 16 blocks.
+void transpose_into(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+#ifdef __AVX512F__
+      if (r0 + 16 <= rows && c0 + 16 <= cols) {
+        tile_kernels::transpose16(src + r0 * ld + c0, ld, dst + c0 * rows + r0, rows);
+        continue;
+      }
+#endif
+      for (int64_t r = r0; r < std::min(rows, r0 + 16); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + 16); ++c) dst[c * rows + r] = src[r * ld + c];
+    }
+}
+
+
+// oneDNN's sgemm, with the shape rule above.
+void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  thread_local std::vector<float> bt;
+  if (trans_b && k >= kTransposeMinK) {
+    bt.resize(size_t(k * n));
+    transpose_into(b, n, k, ldb, bt.data());
+    b = bt.data();
+    ldb = n;
+    trans_b = false;
+  }
+  dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda,
+                                b, ldb, beta, c, ldc);
+  if (st != dnnl_success)
+    throw Error("sgemm: oneDNN failed with status " + std::to_string(int(st)) + " for m=" +
+                std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+}
+}  // namespace
+
 void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
               float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   add_flops(2 * m * n * k);
   if (be == GemmBackend::dnnl) {
-    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
-                                  lda, b, ldb, beta, c, ldc);
-    if (st != dnnl_success)
-      throw Error("sgemm: oneDNN failed with status " + std::to_string(int(st)) + " for m=" +
-                  std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    dnnl_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     // The first OpenBLAS call says so if its kernel is slow (a thread-safe one-time check).
     static const bool checked = [] {
