@@ -159,6 +159,34 @@ inline void score_row(const Geometry& g, float* s, int64_t pos, int64_t j0, floa
   }
 }
 
+// Causal tiles on the diagonal: the columns of key tile j0 that query rows up to position
+// `pos` can see, rounded up to a 16-column block (0 to kTile). Products over a tile are done per
+// group of 16 rows on those columns only; the columns past them hold masked scores, whose
+// probabilities are exactly 0, so skipping them leaves every sum as it was.
+inline int64_t visible_cols(const Geometry& g, int64_t pos, int64_t j0) {
+  const int64_t end = (g.causal ? std::min(g.Tk, pos + 1) : g.Tk) - j0;
+  return std::clamp<int64_t>(round_up(end, 16), 0, kTile);
+}
+
+// The first of n query rows (tile i0) that sees key j (on the diagonal: the rows above see
+// nothing of it, their probabilities for it are 0).
+inline int64_t first_row_seeing(const Geometry& g, int64_t i0, int64_t n, int64_t j) {
+  return g.causal ? std::clamp<int64_t>(j - g.shift - i0, 0, n) : 0;
+}
+
+// C (+)= A B^T-style products of a tile restricted to each 16-row group's visible columns:
+// rows [r0, r0 + 16) of `a` (a_m apart) against columns [0, cols(r0)) of b, into c.
+template <class Cols>
+void tile_gemm_rows(int64_t n, int64_t K, const float* a, int64_t a_m, const float* b,
+                    int64_t ldb, float* c, int64_t ldc, bool accumulate, Cols cols) {
+  for (int64_t r0 = 0; r0 < n; r0 += 16) {
+    const int64_t c0 = cols(r0);
+    if (c0 > 0)
+      tile_gemm(std::min<int64_t>(16, n - r0), c0, K, a + r0 * a_m, a_m, 1, b, ldb, c + r0 * ldc,
+                ldc, accumulate);
+  }
+}
+
 // Forward of one query tile [i0, i0 + n) of head bh. kt: K^T [Dp][Tkp]; vp: V [Tkp][Dp].
 void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const float* q,
                   const float* kt, const float* vp, float* out, float* lse, float* scratch) {
@@ -172,7 +200,12 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   const float slope = g.slope2(bh % g.H);
   const int64_t key_end = g.key_end(i0 + n);
   for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
-    tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
+    auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
+    const bool full = cols(0) == kTile;  // then every group sees the whole tile
+    if (full)
+      tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
+    else
+      tile_gemm_rows(n, Dp, qt, Dp, kt + j0, g.Tkp, s, kTile, false, cols);
     // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). The first
     // tile always holds key 0, so m is finite after it; a row with no visible key in a later
     // tile keeps m (alpha = 1) and gets p = 0.
@@ -200,7 +233,14 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
       fold_sum(part, fold);
       for (int64_t r = 0; r < rows; ++r) l[r0 + r] = l[r0 + r] * alpha[r] + fold[r];
     }
-    tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
+    if (full) {
+      tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
+    } else {
+      for (int64_t r0 = 0; r0 < n; r0 += 16)
+        if (const int64_t c0 = cols(r0); c0 > 0)
+          tile_gemm(std::min<int64_t>(16, n - r0), Dp, c0, s + r0 * kTile, kTile, 1,
+                    vp + j0 * Dp, Dp, acc + r0 * Dp, Dp, true);
+    }
   }
   for (int64_t r = 0; r < n; ++r) {
     float* o = out + g.at(g.Tq, bh, i0 + r);
@@ -294,7 +334,22 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
     for (int64_t i0 = i_first; i0 < g.Tq; i0 += kTile) {
       const int64_t n = std::min(kTile, g.Tq - i0);
       float *p = w.p, *ds = w.ds;
-      tile_gemm(n, kTile, Dp, w.qp + i0 * Dp, Dp, 1, w.kt + j0, Tkp, p, kTile, false);
+      auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
+      const bool full = cols(0) == kTile && first_row_seeing(g, i0, n, j0 + kTile - 1) == 0;
+      // The products with the query rows as their sum (dV, dK) start, for each group of 16
+      // keys, at the first row that sees the group's first key.
+      auto by_keys = [&](const float* a, const float* b, float* c) {
+        if (full) return tile_gemm(kTile, Dp, n, a, 1, kTile, b, Dp, c, Dp, true);
+        for (int64_t c0 = 0; c0 < kTile; c0 += 16) {
+          const int64_t r = first_row_seeing(g, i0, n, j0 + c0);
+          if (r < n && c0 < cols(n - 1))
+            tile_gemm(16, Dp, n - r, a + r * kTile + c0, 1, kTile, b + r * Dp, Dp, c + c0 * Dp, Dp, true);
+        }
+      };
+      if (full)
+        tile_gemm(n, kTile, Dp, w.qp + i0 * Dp, Dp, 1, w.kt + j0, Tkp, p, kTile, false);
+      else
+        tile_gemm_rows(n, Dp, w.qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, kTile, false, cols);
       for (int64_t r = 0; r < n; ++r) {  // P = 2^(S - lse), both in base 2
         float* pr = p + r * kTile;
         score_row(g, pr, g.shift + i0 + r, j0, slope);
@@ -302,20 +357,30 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < kTile; ++j) pr[j] = exp2_neg(pr[j] - lse_r);
       }
-      if (gv)  // dV += P^T dO
-        tile_gemm(kTile, Dp, n, p, 1, kTile, w.dop + i0 * Dp, Dp, w.dv, Dp, true);
+      if (gv) by_keys(p, w.dop + i0 * Dp, w.dv);  // dV += P^T dO
       if (!gq && !gk) continue;
-      tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);  // dP
+      if (full)  // dP = dO V^T
+        tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);
+      else
+        tile_gemm_rows(n, Dp, w.dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, kTile, false, cols);
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
         const float delta = w.delta[i0 + r];
         float *dsr = ds + r * kTile, *pr = p + r * kTile;
+        const int64_t c_end = full ? kTile : cols(r / 16 * 16);  // past it: not computed, not read
 #pragma omp simd
-        for (int64_t j = 0; j < kTile; ++j) dsr[j] = pr[j] * (dsr[j] - delta) * g.scale;
+        for (int64_t j = 0; j < c_end; ++j) dsr[j] = pr[j] * (dsr[j] - delta) * g.scale;
       }
-      if (gq)  // dQ += dS K
-        tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
-      if (gk)  // dK += dS^T Q
-        tile_gemm(kTile, Dp, n, ds, 1, kTile, w.qp + i0 * Dp, Dp, w.dk, Dp, true);
+      if (gq) {  // dQ += dS K
+        if (full) {
+          tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
+        } else {
+          for (int64_t r0 = 0; r0 < n; r0 += 16)
+            if (const int64_t c0 = cols(r0); c0 > 0)
+              tile_gemm(std::min<int64_t>(16, n - r0), Dp, c0, ds + r0 * kTile, kTile, 1,
+                        w.kp + j0 * Dp, Dp, w.dq + (i0 + r0) * Dp, Dp, true);
+        }
+      }
+      if (gk) by_keys(ds, w.qp + i0 * Dp, w.dk);  // dK += dS^T Q
     }
     const int64_t n_keys = std::min(kTile, g.Tk - j0);
     if (gk) add_rows(g, w.dk, bh, j0, n_keys, gk);
