@@ -79,6 +79,12 @@ float* grad_of(const Tensor& t) {
   return t.grad_data();
 }
 
+float* grad_for_write(const Tensor& t, bool* fresh) {
+  *fresh = false;
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  return t.grad_data_for_write(fresh);
+}
+
 void clear_tape() { t_tape.clear(); }
 size_t tape_size() { return t_tape.size(); }
 

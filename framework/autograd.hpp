@@ -47,6 +47,11 @@ void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
 // closures call this for each input and skip the work when it returns nullptr.
 float* grad_of(const Tensor& t);
 
+// The same for a closure that sets every element of d loss / d t: when the buffer is new
+// (*fresh), it is uninitialised and the closure writes `0.f + value` (the bits an add into
+// zeros gives, -0 included) instead of adding; this skips zeroing and re-reading it.
+float* grad_for_write(const Tensor& t, bool* fresh);
+
 // Runs the tape backwards from a scalar loss (seeded with d loss = 1), then clears the tape.
 // Gradients of leaves accumulate across calls until zero_grad().
 void backward(const Tensor& loss);

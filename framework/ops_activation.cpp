@@ -23,9 +23,15 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
   if (!needs_grad({x})) return out;
   record(name, out, {x, out}, [x, out, fn, n](const float* g) {
     const float *px = x.data(), *py = out.data();
-    float* gx = grad_of(x);
+    bool fresh;
+    float* gx = grad_for_write(x, &fresh);
+    if (fresh) {
 #pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * fn.df(px[i], py[i]);
+      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + g[i] * fn.df(px[i], py[i]);
+    } else {
+#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * fn.df(px[i], py[i]);
+    }
   });
   return out;
 }

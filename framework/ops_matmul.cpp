@@ -164,17 +164,24 @@ Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d,
 
 // d residual += g, as add's backward.
 void residual_backward(const float* g, const LinearDims& d, const Tensor& residual) {
-  float* gr = grad_of(residual);
+  bool fresh;
+  float* gr = grad_for_write(residual, &fresh);
   if (!gr) return;
   const int64_t n = d.rows * d.outf;
+  if (fresh) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) gr[i] += g[i];
+    for (int64_t i = 0; i < n; ++i) gr[i] = 0.f + g[i];
+  } else {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) gr[i] += g[i];
+  }
 }
 
 // Adds d x (when gx), d w and d bias (when theirs are wanted) of out = x w^T + bias, given g.
+// gx_fresh: gx is uninitialised (grad_for_write), so the GEMM sets it (beta 0).
 void linear_backward(const float* g, const float* x, const LinearDims& d, const Tensor& w, const Tensor& bias,
-                     float* gx) {
-  if (gx) sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, gx, d.in);
+                     float* gx, bool gx_fresh = false) {
+  if (gx) sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, gx_fresh ? 0.f : 1.f, gx, d.in);
   if (float* gw = grad_of(w)) sgemm(true, false, d.outf, d.in, d.rows, 1.f, g, d.outf, x, d.in, 1.f, gw, d.in);
   if (float* gb = grad_of(bias)) {
     // Columns in blocks of 16 across threads, rows in order within each: the same sums at
@@ -220,7 +227,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor
   if (!needs_grad({x, w, bias, residual})) return out;
   record("linear", out, {x, w}, [x, w, bias, residual, d](const float* g) {
     residual_backward(g, d, residual);
-    linear_backward(g, x.data(), d, w, bias, grad_of(x));
+    bool fresh;
+    float* gx = grad_for_write(x, &fresh);
+    linear_backward(g, x.data(), d, w, bias, gx, fresh);
   });
   return out;
 }

@@ -75,7 +75,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   // Backward reads x and the weight: both are saved so in-place writes to either are caught.
   record("layer_norm", out, saved_with(x, weight), [x, weight, bias, stats, D, rows](const float* g) {
     const float *px = x.data(), *st = stats.data(), *w = weight.defined() ? weight.data() : nullptr;
-    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    bool fresh;
+    float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight), *gb = grad_of(bias);
     if (gx) {
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
       for (int64_t r = 0; r < rows; ++r) {
@@ -87,9 +88,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
           return double(gr[j] * (w ? w[j] : 1.f) * ((xr[j] - mean) * rstd));
         });
         const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
+        float* gxr = gx + r * D;
         for (int64_t j = 0; j < D; ++j) {
           float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
-          gx[r * D + j] += rstd * (dn - m1 - n * m2);
+          gxr[j] = (fresh ? 0.f : gxr[j]) + rstd * (dn - m1 - n * m2);
         }
       }
     }

@@ -31,8 +31,15 @@ Tensor reshape(const Tensor& x, const Shape& s) {
   if (!needs_grad({x})) return out;
   const int64_t n = x.numel();
   record("reshape", out, {}, [x, n](const float* g) {
-    float* gx = grad_of(x);
-    for (int64_t i = 0; i < n; ++i) gx[i] += g[i];
+    bool fresh;
+    float* gx = grad_for_write(x, &fresh);
+    if (fresh) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + g[i];
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) gx[i] += g[i];
+    }
   });
   return out;
 }

@@ -177,6 +177,12 @@ float* Tensor::grad_data() const {
   return p_->grad->storage->data + p_->grad->offset;
 }
 
+float* Tensor::grad_data_for_write(bool* fresh) const {
+  *fresh = !p_->grad;
+  if (*fresh) p_->grad = empty(shape()).ptr();
+  return p_->grad->storage->data + p_->grad->offset;
+}
+
 void Tensor::zero_grad() {
   if (p_->grad) std::memset(grad_data(), 0, sizeof(float) * size_t(numel()));
 }

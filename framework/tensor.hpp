@@ -90,6 +90,9 @@ class Tensor {
   bool is_leaf() const { return p_->is_leaf; }
   Tensor grad() const { return Tensor(p_->grad); }  // undefined until backward reached it
   float* grad_data() const;                           // allocates a zeroed grad if needed
+  // The grad buffer for a backward that sets every element: allocated uninitialised when
+  // missing, with *fresh saying so (then write, don't add).
+  float* grad_data_for_write(bool* fresh) const;
   void zero_grad();                                 // zeroes the grad buffer, keeps it
 
   // Views (share storage): reshape keeps numel; select/narrow work on the first axis.
