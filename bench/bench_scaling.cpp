@@ -86,12 +86,15 @@ StepCost model_step_cost(const ModelConfig& cfg, const Settings& s, int64_t T) {
 
 // One pass of a single sequence through step(): fed the task's tokens up to each T (ascending),
 // then timed while it generates --decode-tokens tokens greedily. A T the pass has already gone
-// beyond starts from a fresh state.
+// beyond starts from a fresh state. A warm-up pass over the first T comes first, so the first
+// length does not pay for first use (kernel set-up, first-touch pages of the state).
 std::vector<double> decode_ms_per_token(LanguageModel& model, const Settings& s) {
   const Batch prompt = task_batch(s.lens.back(), 1);
   DecodeState state = model.new_decode_state(1);
   Tensor logits;
   auto feed = [&](int32_t token) { logits = model.step(IntTensor(Shape{1, 1}, {token}), state); };
+  for (int64_t i = 0; i < s.lens.front() + s.decode_tokens; ++i) feed(prompt.inputs.data()[i % s.lens.back()]);
+  state = model.new_decode_state(1);
   std::vector<double> medians;
   for (int64_t T : s.lens) {
     if (state.pos > T) state = model.new_decode_state(1);
