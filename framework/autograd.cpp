@@ -1,6 +1,7 @@
 #include "autograd.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <string>
 
 #include "profile.hpp"
@@ -10,6 +11,20 @@ namespace tri {
 namespace {
 thread_local bool t_grad_enabled = true;
 thread_local std::vector<Node> t_tape;
+thread_local bool t_anomaly = false;
+thread_local std::string t_first_anomaly;
+thread_local std::vector<Tensor> t_grads_written;  // in anomaly mode, during one closure
+
+bool all_finite(const float* p, int64_t n) {
+  bool ok = true;
+#pragma omp simd reduction(&& : ok)
+  for (int64_t i = 0; i < n; ++i) ok = ok && std::isfinite(p[i]);
+  return ok;
+}
+
+void note_grad_written(const Tensor& t) {
+  if (t_anomaly && t_first_anomaly.empty()) t_grads_written.push_back(t);
+}
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -27,6 +42,8 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
             std::function<void(const float*)> backward) {
   if (profiling()) profile_forward(op);
+  if (t_anomaly && t_first_anomaly.empty() && !all_finite(out.data(), out.numel()))
+    t_first_anomaly = std::string("the forward of '") + op + "'";
   out.impl()->requires_grad = true;
   out.impl()->is_leaf = false;
   Node n{op, out, std::move(saved), {}, std::move(backward)};
@@ -67,6 +84,12 @@ void backward(const Tensor& loss) {
     } else {
       n.backward(n.out.grad_data());
     }
+    if (t_anomaly) {
+      for (const Tensor& t : t_grads_written)
+        if (t_first_anomaly.empty() && t.grad().defined() && !all_finite(t.grad().data(), t.numel()))
+          t_first_anomaly = std::string("the backward of '") + n.op + "'";
+      t_grads_written.clear();
+    }
     // Intermediate gradients are not needed once consumed: free them early.
     n.out.impl()->grad.reset();
     n.saved.clear();
@@ -76,13 +99,26 @@ void backward(const Tensor& loss) {
 
 float* grad_of(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
+  note_grad_written(t);
   return t.grad_data();
 }
 
 float* grad_for_write(const Tensor& t, bool* fresh) {
   *fresh = false;
   if (!t.defined() || !t.requires_grad()) return nullptr;
+  note_grad_written(t);
   return t.grad_data_for_write(fresh);
+}
+
+void set_detect_anomaly(bool on) {
+  t_anomaly = on;
+  t_first_anomaly.clear();
+}
+bool detect_anomaly() { return t_anomaly; }
+std::string take_anomaly() {
+  std::string s;
+  s.swap(t_first_anomaly);
+  return s;
 }
 
 void clear_tape() { t_tape.clear(); }

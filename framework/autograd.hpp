@@ -5,6 +5,7 @@
 // add into gradients. Ops whose inputs need no gradient are never recorded.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tensor.hpp"
@@ -55,6 +56,14 @@ float* grad_for_write(const Tensor& t, bool* fresh);
 // Runs the tape backwards from a scalar loss (seeded with d loss = 1), then clears the tape.
 // Gradients of leaves accumulate across calls until zero_grad().
 void backward(const Tensor& loss);
+
+// Anomaly mode (PyTorch's detect_anomaly): every recorded op's output, and every gradient a
+// backward closure writes, is checked for NaN/Inf; the first one found is remembered as
+// "the forward of 'op'" or "the backward of 'op'". Costs a pass over each tensor.
+void set_detect_anomaly(bool on);
+bool detect_anomaly();
+// The first non-finite value's origin since the last call, or "" (then cleared).
+std::string take_anomaly();
 
 // Drops all recorded ops without running them (e.g. after an evaluation forward).
 void clear_tape();

@@ -2,7 +2,13 @@
 
 #include <hdf5.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 namespace tri {
 
@@ -18,6 +24,58 @@ struct QuietH5 {
   ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
 };
 
+// HDF5 prints its error stack to stderr by default; trilemma turns every failure into its own
+// one-line Error instead, so the printing is switched off for the process, once.
+void silence_hdf5_once() {
+  static const bool silenced = [] { return H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0; }();
+  (void)silenced;
+}
+
+// The innermost description on HDF5's error stack (e.g. "data error detected by Fletcher32
+// checksum"), or "" when it is empty. Read right after the failing call.
+std::string error_detail() {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD,
+           [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+             if (e->desc && *e->desc) *static_cast<std::string*>(out) = e->desc;
+             return 0;
+           },
+           &detail);
+  return detail;
+}
+
+// Writes size bytes to path (created or truncated). A failure is one Error naming the file and
+// the OS error (no space left, file too large, permission denied, ...).
+void write_bytes(const std::string& path, const unsigned char* data, size_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw Error("cannot write " + path + ": " + std::strerror(e));
+    }
+    done += size_t(n);
+  }
+  if (::close(fd) != 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+// HDF5 1.10's H5Fget_file_image clears the superblock's "open for write" flag in the image but
+// leaves the checksum computed with it set, so the image would not open. The superblock
+// (version 2 or 3: 12 bytes, 4 addresses, then the checksum) gets its checksum recomputed with
+// HDF5's own function (exported by the library, not declared in its public headers).
+extern "C" uint32_t H5_checksum_metadata(const void* data, size_t len, uint32_t initval);
+void fix_superblock_checksum(std::vector<unsigned char>& image) {
+  if (image[8] < 2) return;  // versions 0 and 1 carry no checksum
+  const size_t body = 12 + 4 * size_t(image[9]);  // image[9]: bytes per address
+  if (image.size() < body + 4) throw Error("hdf5: superblock larger than the file image");
+  const uint32_t sum = H5_checksum_metadata(image.data(), body, 0);
+  for (int i = 0; i < 4; ++i) image[body + size_t(i)] = (unsigned char)(sum >> (8 * i));
+}
+
 struct Handle {  // closes any HDF5 id with the matching function
   hid_t id;
   herr_t (*close)(hid_t);
@@ -31,23 +89,49 @@ void H5File::fail(const std::string& what, const std::string& path) const {
   throw Error("hdf5: " + what + " '" + path + "' in " + filename_);
 }
 
-H5File::H5File(const std::string& filename, Mode mode) : filename_(filename) {
+H5File::H5File(const std::string& filename, Mode mode) : filename_(filename), mode_(mode) {
+  silence_hdf5_once();
   QuietH5 q;
   if (mode == Mode::read) {
     file_ = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file_ < 0) throw Error("hdf5: cannot open " + filename + " (missing, unreadable or not HDF5)");
+    if (file_ < 0) {
+      std::error_code ec;
+      const std::string detail = error_detail();
+      throw Error("hdf5: cannot open " + filename +
+                  (!std::filesystem::exists(filename, ec) ? " (no such file)"
+                   : detail.empty()                      ? " (unreadable or not HDF5)"
+                                                         : " (not HDF5, or corrupt: " + detail + ")"));
+    }
   } else {
-    file_ = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file_ < 0) throw Error("hdf5: cannot create " + filename + " (is the folder writable?)");
+    // Built in memory (the core driver) and written to disk by flush() in one go: a full disk
+    // or a size limit is then one failure at one moment, reported with the OS error, never a
+    // half-written file HDF5 goes on working with. The 1.10 format (HDF5 1.10+, h5py): the
+    // superblock and object headers carry checksums, so a flipped bit in the metadata (the
+    // attributes included) fails on open; single-chunk datasets need no B-tree.
+    Handle fapl{H5Pcreate(H5P_FILE_ACCESS), H5Pclose};
+    if (fapl.id < 0 || H5Pset_fapl_core(fapl.id, 1 << 16, 0) < 0 ||
+        H5Pset_libver_bounds(fapl.id, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0)
+      throw Error("hdf5: cannot set up an in-memory file for " + filename);
+    file_ = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id);
+    if (file_ < 0) throw Error("hdf5: cannot create " + filename + " in memory: " + error_detail());
   }
 }
 
 H5File::~H5File() {
-  if (file_ >= 0) H5Fclose(file_);
+  QuietH5 q;
+  if (file_ >= 0) H5Fclose(file_);  // an unflushed file in memory is discarded
 }
 
 void H5File::flush() {
+  QuietH5 q;
+  if (mode_ == Mode::read) return;
   if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) fail("flush failed for", "/");
+  const ssize_t size = H5Fget_file_image(file_, nullptr, 0);
+  std::vector<unsigned char> image(static_cast<size_t>(std::max<ssize_t>(size, 0)));
+  if (size < 48 || H5Fget_file_image(file_, image.data(), image.size()) != size)
+    fail("cannot take the in-memory image of", "/");
+  fix_superblock_checksum(image);
+  write_bytes(filename_, image.data(), image.size());  // the one moment the file reaches the disk
 }
 
 bool H5File::exists(const std::string& path) const {
@@ -97,12 +181,29 @@ int64_t H5File::make_parents(const std::string& path) {
 }
 
 namespace {
+// Datasets with elements are chunked and carry HDF5's Fletcher-32 checksum, verified on every
+// read (h5py and h5dump read them transparently). A chunk holds at most 64 MiB, split along the
+// first axis. Scalars and empty datasets (no chunks possible) are stored plain.
+hid_t checksummed_layout(hid_t type, const std::vector<hsize_t>& dims) {
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  hsize_t elements = 1;
+  for (hsize_t d : dims) elements *= d;
+  if (dims.empty() || elements == 0) return dcpl;
+  std::vector<hsize_t> chunk = dims;
+  const hsize_t row = elements / dims[0] * H5Tget_size(type);
+  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(dims[0], (hsize_t(64) << 20) / std::max<hsize_t>(row, 1)));
+  H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+  H5Pset_fletcher32(dcpl);
+  return dcpl;
+}
+
 void write_raw(hid_t file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims,
                const void* data, bool& ok) {
   Handle space{dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                H5Sclose};
-  Handle ds{H5Dcreate2(file, path.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle dcpl{checksummed_layout(type, dims), H5Pclose};
+  Handle ds{H5Dcreate2(file, path.c_str(), type, space.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT),
             H5Dclose};
   ok = ds.id >= 0 && H5Dwrite(ds.id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
 }
@@ -162,12 +263,34 @@ void read_raw(hid_t file, const std::string& path, H5T_class_t want, hid_t mem_t
   if (H5Tget_class(type.id) != want) { err = "wrong dtype for dataset"; return; }
   Handle space{H5Dget_space(ds.id), H5Sclose};
   if (H5Sget_simple_extent_npoints(space.id) != count) { err = "wrong size for dataset"; return; }
-  if (H5Dread(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) err = "cannot read dataset";
+  if (H5Dread(ds.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+    const std::string detail = error_detail();
+    err = detail.find("checksum") != std::string::npos
+              ? "checksum mismatch (the file is corrupt) in dataset"
+              : "cannot read dataset" + (detail.empty() ? std::string() : " (" + detail + ")");
+  }
 }
 }  // namespace
 
+void H5File::check_stored(const std::string& path, int64_t count) const {
+  // A dataset's dims are only a claim: a crafted file may declare far more elements than it
+  // stores (unwritten chunks read as fill values). Nothing is allocated for more than the
+  // file holds.
+  QuietH5 q;
+  Handle ds{H5Dopen2(file_, path.c_str(), H5P_DEFAULT), H5Dclose};
+  if (ds.id < 0) fail("missing dataset", path);
+  Handle type{H5Dget_type(ds.id), H5Tclose};
+  const size_t element_bytes = type.id >= 0 ? std::max<size_t>(H5Tget_size(type.id), 1) : 1;
+  const hsize_t stored = H5Dget_storage_size(ds.id);
+  if (count < 0 || hsize_t(count) > stored / element_bytes)
+    fail("dataset declares " + std::to_string(count) + " elements but stores " + std::to_string(stored) +
+             " bytes: corrupt",
+         path);
+}
+
 Tensor H5File::read(const std::string& path) const {
   Shape s = shape_of(path);
+  check_stored(path, s.numel());
   Tensor t = Tensor::empty(s);
   QuietH5 q;
   std::string err;
@@ -178,6 +301,7 @@ Tensor H5File::read(const std::string& path) const {
 
 std::vector<int32_t> H5File::read_ints(const std::string& path, Shape* shape) const {
   Shape s = shape_of(path);
+  check_stored(path, s.numel());
   if (shape) *shape = s;
   std::vector<int32_t> v(size_t(s.numel()));
   QuietH5 q;
@@ -189,6 +313,7 @@ std::vector<int32_t> H5File::read_ints(const std::string& path, Shape* shape) co
 
 std::vector<uint64_t> H5File::read_u64(const std::string& path) const {
   Shape s = shape_of(path);
+  check_stored(path, s.numel());
   std::vector<uint64_t> v(size_t(s.numel()));
   QuietH5 q;
   std::string err;

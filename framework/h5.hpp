@@ -10,6 +10,9 @@
 
 namespace tri {
 
+// Mode::create builds the file in memory; flush() writes it to disk in one go (an error names
+// the file and the OS error). Datasets are chunked with
+// Fletcher-32 checksums and the metadata is checksummed too, so reading a flipped bit fails.
 class H5File {
  public:
   enum class Mode { read, create };  // create truncates
@@ -41,13 +44,15 @@ class H5File {
   double attr_double(const std::string& obj, const std::string& name) const;
   std::vector<std::string> attr_names(const std::string& obj) const;
 
-  void flush();
+  void flush();  // create: writes the file (the whole image); read: nothing
   const std::string& filename() const { return filename_; }
 
  private:
   int64_t file_ = -1;  // hid_t
   std::string filename_;
+  Mode mode_;
   int64_t make_parents(const std::string& path);
+  void check_stored(const std::string& path, int64_t count) const;  // allocation guard
   [[noreturn]] void fail(const std::string& what, const std::string& path) const;
 };
 

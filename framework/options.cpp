@@ -23,16 +23,16 @@ void FieldVisitor::real(const std::string& key, double& v, RealRange r, const st
   on(s, v);
 }
 
-void FieldVisitor::boolean(const std::string& key, bool& v, const std::string& help) {
+void FieldVisitor::boolean(const std::string& key, bool& v, const std::string& help, FieldAge age) {
   BoolSpec s;
-  s.key = key, s.help = help;
+  s.key = key, s.help = help, s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 
 void FieldVisitor::choice(const std::string& key, std::string& v, std::vector<std::string> allowed,
-                          const std::string& help) {
+                          const std::string& help, FieldAge age) {
   ChoiceSpec s;
-  s.key = key, s.help = help, s.allowed = std::move(allowed);
+  s.key = key, s.help = help, s.allowed = std::move(allowed), s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 
@@ -209,7 +209,7 @@ class TextReader : public FieldVisitor {
   const std::string* find(const FieldSpec& f, bool may_be_missing = false) const {
     auto it = text_.find(f.key);
     if (it != text_.end()) return &it->second;
-    if (require_all_ && !f.fixed && !may_be_missing) throw Error("config: missing --" + f.key);
+    if (require_all_ && !f.fixed && !f.added_later && !may_be_missing) throw Error("config: missing --" + f.key);
     return nullptr;
   }
   template <class T>

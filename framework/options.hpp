@@ -55,7 +55,10 @@ struct FieldSpec {
   std::string key;
   std::string help;
   bool fixed = false;
+  bool added_later = false;  // configs written before it existed lack it: its default applies
 };
+// Whether a field was in the first config format or came later (see FieldSpec::added_later).
+enum class FieldAge { original, added_later };
 struct BoolSpec : FieldSpec {};
 struct TextSpec : FieldSpec {};  // free text: paths, names
 struct IntSpec : FieldSpec {
@@ -88,9 +91,9 @@ class FieldVisitor {
   // The calls a visit() makes.
   void integer(const std::string& key, int64_t& v, IntRange r, const std::string& help, ZeroRule zero = {});
   void real(const std::string& key, double& v, RealRange r, const std::string& help);
-  void boolean(const std::string& key, bool& v, const std::string& help);
+  void boolean(const std::string& key, bool& v, const std::string& help, FieldAge age = FieldAge::original);
   void choice(const std::string& key, std::string& v, std::vector<std::string> allowed,
-              const std::string& help);
+              const std::string& help, FieldAge age = FieldAge::original);
   void int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
   void optional_int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
   void text(const std::string& key, std::string& v, const std::string& help);

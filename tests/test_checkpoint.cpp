@@ -240,6 +240,24 @@ TEST_CASE("checkpoint writes are atomic and failures leave existing files untouc
                  "empty config"));
   CHECK(read_text(path) == before);
   CHECK_FALSE(tmp_left_in(folder));
+
+  // Non-finite values are never written: a NaN in a parameter, an Inf in the optimizer state.
+  const Parameter p0 = a.model.parameters()[1];
+  const float kept = p0.tensor.data()[3];
+  p0.tensor.data()[3] = NAN;
+  CHECK(contains(error_of([&] { write_checkpoint(path.string(), a.model, a.opt, meta); }),
+                 "parameter '" + p0.name + "' holds a NaN or Inf; not written"));
+  p0.tensor.data()[3] = kept;
+  for (const auto& [param, state] : a.opt.state()) {
+    Tensor slot = state.slots.begin()->second;
+    slot.data()[0] = INFINITY;
+    CHECK(contains(error_of([&] { write_checkpoint(path.string(), a.model, a.opt, meta); }),
+                   "optimizer state " + state.slots.begin()->first + " of '" + param + "' holds a NaN or Inf"));
+    slot.data()[0] = 0.f;
+    break;
+  }
+  CHECK(read_text(path) == before);
+  CHECK_FALSE(tmp_left_in(folder));
 }
 
 TEST_CASE("corrupt or mismatched checkpoints are rejected and change nothing") {

@@ -415,6 +415,7 @@ TEST_CASE("state_io: save and load by name; mismatches are errors that load noth
   {
     H5File f(path, H5File::Mode::create);
     save_parameters(f, a);
+    f.flush();
   }
   H5File f(path, H5File::Mode::read);
   CHECK(f.shape_of("/model/backbone.layers.1.mlp.fc1.weight") == Shape{4 * cfg.d_model, cfg.d_model});

@@ -21,6 +21,7 @@
 #include "train/atomic_file.hpp"
 #include "train/cli.hpp"
 #include "train/cli_options.hpp"
+#include "train/folder_lock.hpp"
 #include "train/sweep_results.hpp"
 
 namespace tri::cli {
@@ -255,6 +256,11 @@ int run_sweep(const po::variables_map& vm) {
     fs::create_directories(dir + "/" + sub, ec);
     if (ec) throw Error("cannot create " + dir + "/" + sub + ": " + ec.message());
   }
+  // Two sweeps of the same shard on one folder would start the same runs twice; other shards
+  // of the grid may share the folder (each run folder has its own lock).
+  const std::string shard_name = std::to_string(shard.index) + "-of-" + std::to_string(shard.count);
+  const FolderLock lock(dir, ".lock.shard-" + shard_name, "sweep folder (shard " + std::to_string(shard.index) + "/" +
+                                                             std::to_string(shard.count) + ")");
   std::string command = "trilemma sweep " + grid_path + " --out " + dir;
   for (const auto& [key, value] : sets) command += " --set " + key + "=" + value;
   if (shard.count > 1) command += " --shard " + vm["shard"].as<std::string>();

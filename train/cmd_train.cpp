@@ -2,12 +2,14 @@
 // continue a run from DIR/last.h5 with the config saved in it.
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "framework/runtime.hpp"
 #include "train/atomic_file.hpp"
 #include "train/cli.hpp"
 #include "train/cli_options.hpp"
+#include "train/folder_lock.hpp"
 #include "train/run_config.hpp"
 #include "train/trainer.hpp"
 
@@ -27,7 +29,8 @@ po::options_description run_options() {
 // What may differ when a run is resumed: how long it runs and how it reports, not what it
 // computes up to the step it stopped at; and the runtime.
 const std::set<std::string> kResumeMayChange = {"steps", "eval-every", "eval-batches", "checkpoint-every",
-                                                "keep", "log-every", "progress", "early-stop", "eval-lengths"};
+                                                "keep", "log-every", "progress", "early-stop", "eval-lengths",
+                                                "on-nonfinite", "detect-anomaly"};
 const std::set<std::string> kRuntime = {"threads", "gemm"};
 
 bool holds_run(const fs::path& dir) {
@@ -131,9 +134,11 @@ int run_train(const po::variables_map& vm) {
 
   RunConfig config;
   std::string checkpoint;
+  std::optional<FolderLock> lock;  // one process per run folder, from before its files are read
   if (vm.count("resume")) {
     const std::string dir = vm["resume"].as<std::string>();
     if (!fs::is_directory(dir)) throw UsageError("--resume '" + dir + "' is not a folder (allowed: a run folder)");
+    lock.emplace(dir, ".lock", "run folder");
     checkpoint = dir + "/last.h5";
     config = resumed_run(vm, dir, read_checkpoint_meta(checkpoint));
   } else {
@@ -147,6 +152,7 @@ int run_train(const po::variables_map& vm) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the run folder " + dir + ": " + ec.message());
+  if (!lock) lock.emplace(dir, ".lock", "run folder");
   TextMap text;
   write_text(config, text);
   write_text_atomically(dir + "/config.ini", config_file_text(text));

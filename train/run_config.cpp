@@ -44,6 +44,12 @@ void RunSettings::visit(FieldVisitor& v) {
   v.integer("log-every", log_every, {1, kBig}, "steps between metrics rows");
   v.choice("progress", progress, {"auto", "bar", "lines", "none"},
            "auto (a bar on a terminal, else lines), bar, lines or none");
+  v.choice("on-nonfinite", on_nonfinite, {"stop", "skip"},
+           "a NaN or Inf in the loss or the gradients: stop (the last checkpoint stays) or skip the step",
+           FieldAge::added_later);
+  v.boolean("detect-anomaly", detect_anomaly,
+            "check every op's output and gradient for NaN/Inf and name the first op that made one (slower)",
+            FieldAge::added_later);
   v.optional_int_list("eval-lengths", eval_lengths, {1, 1 << 24},
                       "after the last step, evaluate at these sequence lengths too (length "
                       "generalisation; copy: strings filling each length); empty = none");

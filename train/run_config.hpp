@@ -47,6 +47,8 @@ struct RunSettings : Options {
   int64_t seed = 0;              // of the initialisation and of the data streams
   int64_t log_every = 10;
   std::string progress = "auto";  // auto | bar | lines | none
+  std::string on_nonfinite = "stop";  // a NaN/Inf loss or gradient: stop | skip (the step)
+  bool detect_anomaly = false;    // name the first op whose output or gradient is not finite
   std::vector<int64_t> eval_lengths;  // after training, evaluate at these sequence lengths too
   std::string out, run_name;      // the run folder and its name; empty: chosen at start
   void visit(FieldVisitor& v) override;

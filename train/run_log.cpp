@@ -62,8 +62,9 @@ int64_t metrics_line_step(const std::string& line) {
   return end != s && *end == ',' ? v : -1;
 }
 
-MetricsLog::MetricsLog(const std::string& dir, int64_t resume_step) {
-  const std::string jsonl = dir + "/metrics.jsonl", csv = dir + "/metrics.csv";
+MetricsLog::MetricsLog(const std::string& dir, int64_t resume_step)
+    : jsonl_path_(dir + "/metrics.jsonl"), csv_path_(dir + "/metrics.csv") {
+  const std::string &jsonl = jsonl_path_, &csv = csv_path_;
   if (resume_step >= 0) {
     drop_rows_after(jsonl, resume_step);
     drop_rows_after(csv, resume_step);
@@ -71,7 +72,8 @@ MetricsLog::MetricsLog(const std::string& dir, int64_t resume_step) {
   const bool new_csv = !std::filesystem::exists(csv);
   jsonl_ = open_append(jsonl);
   csv_ = open_append(csv);
-  if (new_csv) std::fputs(kCsvHeader, csv_);
+  if (new_csv && (std::fputs(kCsvHeader, csv_) < 0 || std::fflush(csv_) != 0))
+    throw Error("cannot write " + csv + ": " + std::strerror(errno));
 }
 
 MetricsLog::~MetricsLog() {
@@ -89,9 +91,14 @@ void MetricsLog::append(const MetricsRow& r) {
   std::string c = std::to_string(r.step) + "," + r.split + csv_field(r.loss) + csv_field(r.acc) +
                   csv_field(r.seq_acc) + csv_field(r.grad_norm) + csv_field(r.lr) +
                   csv_field(r.ms_per_step) + csv_field(r.tokens_per_s) + csv_field(r.elapsed_s) + "\n";
-  if (std::fputs(j.c_str(), jsonl_) < 0 || std::fputs(c.c_str(), csv_) < 0 || std::fflush(jsonl_) != 0 ||
-      std::fflush(csv_) != 0)
-    throw Error("cannot append to the metrics files: " + std::string(std::strerror(errno)));
+  // Each row is flushed at once; a failed write names its file and the OS error. A torn last
+  // line (a full disk mid-row) is dropped when the run resumes (drop_rows_after).
+  auto put = [](FILE* f, const std::string& text, const std::string& path) {
+    if (std::fputs(text.c_str(), f) < 0 || std::fflush(f) != 0)
+      throw Error("cannot append to " + path + ": " + std::strerror(errno));
+  };
+  put(jsonl_, j, jsonl_path_);
+  put(csv_, c, csv_path_);
 }
 
 // ---- progress

@@ -31,6 +31,7 @@ class MetricsLog {
   void append(const MetricsRow& row);  // flushed at once
 
  private:
+  std::string jsonl_path_, csv_path_;
   FILE* jsonl_ = nullptr;
   FILE* csv_ = nullptr;
 };

@@ -141,6 +141,8 @@ void Trainer::resume(const std::string& checkpoint) {
   best_step_ = int64_t(run_value("best_step", -1));
   early_stopped_ = run_value("early_stopped", 0) != 0;
   elapsed_before_ = run_value("elapsed_s", 0);
+  skipped_steps_ = int64_t(run_value("skipped_steps", 0));
+  last_checkpoint_step_ = d.step;
 }
 
 double Trainer::elapsed() const {
@@ -190,13 +192,15 @@ CheckpointData Trainer::checkpoint_data() const {
   d.run = {{"best_eval_acc", best_acc_},
            {"best_step", double(best_step_)},
            {"early_stopped", early_stopped_ ? 1.0 : 0.0},
-           {"elapsed_s", elapsed()}};
+           {"elapsed_s", elapsed()},
+           {"skipped_steps", double(skipped_steps_)}};
   return d;
 }
 
 void Trainer::save_checkpoint() {
   const std::string last = dir_ + "/last.h5";
   write_checkpoint(last, *model_, *opt_, checkpoint_data());
+  last_checkpoint_step_ = step_;
   if (config_.run.keep > 0) {
     char name[32];
     std::snprintf(name, sizeof name, "/step-%07lld.h5", (long long)step_);
@@ -213,6 +217,7 @@ void Trainer::write_summary(const std::string& status) const {
   j["steps"] = config_.run.steps;
   j["tokens_seen"] = tokens_seen_;
   j["final_train_loss"] = last_loss_;  // NaN (no step this invocation) is written as null
+  j["skipped_steps"] = skipped_steps_;  // non-finite loss or gradients (--on-nonfinite skip)
   j["final_eval"] = last_eval_step_ >= 0 ? eval_json(last_eval_, last_eval_step_) : Json();
   j["best_eval_acc"] = best_step_ >= 0 ? Json(best_acc_) : Json();
   j["best_step"] = best_step_ >= 0 ? Json(best_step_) : Json();
@@ -240,6 +245,7 @@ int Trainer::run(int64_t stop_at) {
     return 0;
   }
   early_stopped_ = false;
+  set_detect_anomaly(rs.detect_anomaly);
   StopSignals signals;
   MetricsLog log(dir_, step_ > 0 ? step_ : -1);
   Progress progress(rs.progress, step_, rs.steps);
@@ -267,6 +273,7 @@ int Trainer::run(int64_t stop_at) {
       profiled_from = step_;
     }
     profile_mark();
+    take_anomaly();  // a step's report names only that step's ops
     const Batch batch = [&] {
       ProfilePhase p("make_batch");
       return make_batch(config_.task, train_stream_, uint64_t(step_), B);
@@ -279,13 +286,34 @@ int Trainer::run(int64_t stop_at) {
       ProfilePhase p("clip_grad_norm");
       grad_norm = clip_grad_norm(params, config_.optimizer.clip);
     }
-    const double lr = schedule_->lr_at(step_);
-    {
+    // A NaN or Inf in the loss or in any gradient (their joint norm) never reaches the weights:
+    // the step is skipped, or the run stops with the last checkpoint as it was.
+    if (const double lv = loss.item(); !std::isfinite(lv) || !std::isfinite(grad_norm)) {
+      const std::string origin = take_anomaly();
+      const std::string what =
+          "step " + std::to_string(step_ + 1) + ": " +
+          (!std::isfinite(lv) ? "the loss is " + fmt("%g", lv) : "the gradient norm is " + fmt("%g", grad_norm)) +
+          (!origin.empty()          ? "; the first non-finite value came from " + origin
+           : rs.detect_anomaly      ? "; no op produced one (a non-finite input or parameter?)"
+                                    : "; --detect-anomaly names the op that produced it");
+      opt_->zero_grad();
+      if (rs.on_nonfinite == "stop") {
+        progress.finish();
+        write_summary("nonfinite");
+        throw Error(what + "; stopped (--on-nonfinite skip would skip such steps); " +
+                    (last_checkpoint_step_ >= 0 ? dir_ + "/last.h5 holds step " + std::to_string(last_checkpoint_step_)
+                                                : std::string("no checkpoint was written yet")));
+      }
+      ++skipped_steps_;
+      progress.message(what + "; step skipped (--on-nonfinite skip)");
+    } else {
+      const double lr = schedule_->lr_at(step_);
       ProfilePhase p("adamw");
       opt_->set_lr(lr);
       opt_->step();
       opt_->zero_grad();
     }
+    const double lr = schedule_->lr_at(step_);
     ++step_;
     tokens_seen_ += B * T;
     ++interval_steps;

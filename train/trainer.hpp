@@ -60,6 +60,8 @@ class Trainer {
 
   // Progress, saved in every checkpoint.
   int64_t step_ = 0, tokens_seen_ = 0;
+  int64_t skipped_steps_ = 0;          // steps with a non-finite loss or gradient, skipped
+  int64_t last_checkpoint_step_ = -1;  // of last.h5 (-1: none written or loaded yet)
   double best_acc_ = -1;
   int64_t best_step_ = -1;
   bool early_stopped_ = false;
