@@ -171,7 +171,11 @@ int64_t H5File::make_parents(const std::string& path) {
     if (next == std::string::npos) break;
     std::string prefix = path.substr(0, next);
     if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) {
-      hid_t g = H5Gcreate2(file_, prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      // Attributes kept in the group's object header (checksummed), never in "dense" storage
+      // (a fractal heap whose blocks carry no checksum, and whose corruption crashes HDF5).
+      Handle gcpl{H5Pcreate(H5P_GROUP_CREATE), H5Pclose};
+      H5Pset_attr_phase_change(gcpl.id, 65535, 0);
+      hid_t g = H5Gcreate2(file_, prefix.c_str(), H5P_DEFAULT, gcpl.id, H5P_DEFAULT);
       if (g < 0) fail("cannot create group", prefix);
       H5Gclose(g);
     }
