@@ -174,17 +174,27 @@ inline int64_t first_row_seeing(const Geometry& g, int64_t i0, int64_t n, int64_
   return g.causal ? std::clamp<int64_t>(j - g.shift - i0, 0, n) : 0;
 }
 
-// C (+)= A B^T-style products of a tile restricted to each 16-row group's visible columns:
-// rows [r0, r0 + 16) of `a` (a_m apart) against columns [0, cols(r0)) of b, into c.
+// The two kinds of product over a tile of n query rows, each restricted for every group of 16
+// rows to the key columns it sees, cols(r0) (one product over the whole tile when `full`):
+// scores C[r][0, cols) = A[r] B[:, 0, cols) (rows of A a_m apart, over k_dim), and sums over
+// keys C[r] += A[r][0, cols) B[0, cols) (A's rows lda apart, C n_dim wide).
 template <class Cols>
-void tile_gemm_rows(int64_t n, int64_t K, const float* a, int64_t a_m, const float* b,
-                    int64_t ldb, float* c, int64_t ldc, bool accumulate, Cols cols) {
-  for (int64_t r0 = 0; r0 < n; r0 += 16) {
-    const int64_t c0 = cols(r0);
-    if (c0 > 0)
-      tile_gemm(std::min<int64_t>(16, n - r0), c0, K, a + r0 * a_m, a_m, 1, b, ldb, c + r0 * ldc,
-                ldc, accumulate);
-  }
+void tile_scores(bool full, int64_t n, int64_t k_dim, const float* a, int64_t a_m, const float* b,
+                 int64_t ldb, float* c, Cols cols) {
+  if (full) return tile_gemm(n, kTile, k_dim, a, a_m, 1, b, ldb, c, kTile, false);
+  for (int64_t r0 = 0; r0 < n; r0 += 16)
+    if (const int64_t c0 = cols(r0); c0 > 0)
+      tile_gemm(std::min<int64_t>(16, n - r0), c0, k_dim, a + r0 * a_m, a_m, 1, b, ldb,
+                c + r0 * kTile, kTile, false);
+}
+
+template <class Cols>
+void tile_key_sums(bool full, int64_t n, int64_t n_dim, const float* a, const float* b, float* c, Cols cols) {
+  if (full) return tile_gemm(n, n_dim, kTile, a, kTile, 1, b, n_dim, c, n_dim, true);
+  for (int64_t r0 = 0; r0 < n; r0 += 16)
+    if (const int64_t c0 = cols(r0); c0 > 0)
+      tile_gemm(std::min<int64_t>(16, n - r0), n_dim, c0, a + r0 * kTile, kTile, 1, b, n_dim,
+                c + r0 * n_dim, n_dim, true);
 }
 
 // Forward of one query tile [i0, i0 + n) of head bh. kt: K^T [Dp][Tkp]; vp: V [Tkp][Dp].
@@ -202,10 +212,7 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
     auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
     const bool full = cols(0) == kTile;  // then every group sees the whole tile
-    if (full)
-      tile_gemm(n, kTile, Dp, qt, Dp, 1, kt + j0, g.Tkp, s, kTile, false);  // S = Q K^T
-    else
-      tile_gemm_rows(n, Dp, qt, Dp, kt + j0, g.Tkp, s, kTile, false, cols);
+    tile_scores(full, n, Dp, qt, Dp, kt + j0, g.Tkp, s, cols);  // S = Q K^T
     // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). The first
     // tile always holds key 0, so m is finite after it; a row with no visible key in a later
     // tile keeps m (alpha = 1) and gets p = 0.
@@ -233,14 +240,7 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
       fold_sum(part, fold);
       for (int64_t r = 0; r < rows; ++r) l[r0 + r] = l[r0 + r] * alpha[r] + fold[r];
     }
-    if (full) {
-      tile_gemm(n, Dp, kTile, s, kTile, 1, vp + j0 * Dp, Dp, acc, Dp, true);  // acc += P V
-    } else {
-      for (int64_t r0 = 0; r0 < n; r0 += 16)
-        if (const int64_t c0 = cols(r0); c0 > 0)
-          tile_gemm(std::min<int64_t>(16, n - r0), Dp, c0, s + r0 * kTile, kTile, 1,
-                    vp + j0 * Dp, Dp, acc + r0 * Dp, Dp, true);
-    }
+    tile_key_sums(full, n, Dp, s, vp + j0 * Dp, acc, cols);  // acc += P V
   }
   for (int64_t r = 0; r < n; ++r) {
     float* o = out + g.at(g.Tq, bh, i0 + r);
@@ -346,10 +346,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
             tile_gemm(16, Dp, n - r, a + r * kTile + c0, 1, kTile, b + r * Dp, Dp, c + c0 * Dp, Dp, true);
         }
       };
-      if (full)
-        tile_gemm(n, kTile, Dp, w.qp + i0 * Dp, Dp, 1, w.kt + j0, Tkp, p, kTile, false);
-      else
-        tile_gemm_rows(n, Dp, w.qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, kTile, false, cols);
+      tile_scores(full, n, Dp, w.qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, cols);
       for (int64_t r = 0; r < n; ++r) {  // P = 2^(S - lse), both in base 2
         float* pr = p + r * kTile;
         score_row(g, pr, g.shift + i0 + r, j0, slope);
@@ -359,10 +356,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
       }
       if (gv) by_keys(p, w.dop + i0 * Dp, w.dv);  // dV += P^T dO
       if (!gq && !gk) continue;
-      if (full)  // dP = dO V^T
-        tile_gemm(n, kTile, Dp, w.dop + i0 * Dp, Dp, 1, w.vt + j0, Tkp, ds, kTile, false);
-      else
-        tile_gemm_rows(n, Dp, w.dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, kTile, false, cols);
+      tile_scores(full, n, Dp, w.dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, cols);  // dP = dO V^T
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
         const float delta = w.delta[i0 + r];
         float *dsr = ds + r * kTile, *pr = p + r * kTile;
@@ -370,16 +364,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < c_end; ++j) dsr[j] = pr[j] * (dsr[j] - delta) * g.scale;
       }
-      if (gq) {  // dQ += dS K
-        if (full) {
-          tile_gemm(n, Dp, kTile, ds, kTile, 1, w.kp + j0 * Dp, Dp, w.dq + i0 * Dp, Dp, true);
-        } else {
-          for (int64_t r0 = 0; r0 < n; r0 += 16)
-            if (const int64_t c0 = cols(r0); c0 > 0)
-              tile_gemm(std::min<int64_t>(16, n - r0), Dp, c0, ds + r0 * kTile, kTile, 1,
-                        w.kp + j0 * Dp, Dp, w.dq + (i0 + r0) * Dp, Dp, true);
-        }
-      }
+      if (gq) tile_key_sums(full, n, Dp, ds, w.kp + j0 * Dp, w.dq + i0 * Dp, cols);  // dQ += dS K
       if (gk) by_keys(ds, w.qp + i0 * Dp, w.dk);  // dK += dS^T Q
     }
     const int64_t n_keys = std::min(kTile, g.Tk - j0);

@@ -1,7 +1,6 @@
 #include "autograd.hpp"
 
 #include <chrono>
-#include <cmath>
 #include <string>
 
 #include "profile.hpp"
@@ -14,13 +13,6 @@ thread_local std::vector<Node> t_tape;
 thread_local bool t_anomaly = false;
 thread_local std::string t_first_anomaly;
 thread_local std::vector<Tensor> t_grads_written;  // in anomaly mode, during one closure
-
-bool all_finite(const float* p, int64_t n) {
-  bool ok = true;
-#pragma omp simd reduction(&& : ok)
-  for (int64_t i = 0; i < n; ++i) ok = ok && std::isfinite(p[i]);
-  return ok;
-}
 
 void note_grad_written(const Tensor& t) {
   if (t_anomaly && t_first_anomaly.empty()) t_grads_written.push_back(t);
@@ -42,7 +34,7 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
 void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
             std::function<void(const float*)> backward) {
   if (profiling()) profile_forward(op);
-  if (t_anomaly && t_first_anomaly.empty() && !all_finite(out.data(), out.numel()))
+  if (t_anomaly && t_first_anomaly.empty() && !out.all_finite())
     t_first_anomaly = std::string("the forward of '") + op + "'";
   out.impl()->requires_grad = true;
   out.impl()->is_leaf = false;
@@ -86,7 +78,7 @@ void backward(const Tensor& loss) {
     }
     if (t_anomaly) {
       for (const Tensor& t : t_grads_written)
-        if (t_first_anomaly.empty() && t.grad().defined() && !all_finite(t.grad().data(), t.numel()))
+        if (t_first_anomaly.empty() && t.grad().defined() && !t.grad().all_finite())
           t_first_anomaly = std::string("the backward of '") + n.op + "'";
       t_grads_written.clear();
     }

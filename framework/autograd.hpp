@@ -53,6 +53,18 @@ float* grad_of(const Tensor& t);
 // zeros gives, -0 included) instead of adding; this skips zeroing and re-reading it.
 float* grad_for_write(const Tensor& t, bool* fresh);
 
+// Element-wise d(i) into a gradient from grad_for_write: written when fresh, added otherwise.
+template <class D>
+void set_or_add_grad(float* grad, bool fresh, int64_t n, D d) {
+  if (fresh) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) grad[i] = 0.f + d(i);  // 0 +: -0 becomes +0, as in +=
+  } else {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+    for (int64_t i = 0; i < n; ++i) grad[i] += d(i);
+  }
+}
+
 // Runs the tape backwards from a scalar loss (seeded with d loss = 1), then clears the tape.
 // Gradients of leaves accumulate across calls until zero_grad().
 void backward(const Tensor& loss);

@@ -13,17 +13,6 @@
 namespace tri {
 
 namespace {
-// Silences HDF5's own error stack printing for this scope: we report errors ourselves.
-struct QuietH5 {
-  H5E_auto2_t func;
-  void* data;
-  QuietH5() {
-    H5Eget_auto2(H5E_DEFAULT, &func, &data);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
-};
-
 // HDF5 prints its error stack to stderr by default; trilemma turns every failure into its own
 // one-line Error instead, so the printing is switched off for the process, once.
 void silence_hdf5_once() {
@@ -91,7 +80,6 @@ void H5File::fail(const std::string& what, const std::string& path) const {
 
 H5File::H5File(const std::string& filename, Mode mode) : filename_(filename), mode_(mode) {
   silence_hdf5_once();
-  QuietH5 q;
   if (mode == Mode::read) {
     file_ = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file_ < 0) {
@@ -118,12 +106,10 @@ H5File::H5File(const std::string& filename, Mode mode) : filename_(filename), mo
 }
 
 H5File::~H5File() {
-  QuietH5 q;
   if (file_ >= 0) H5Fclose(file_);  // an unflushed file in memory is discarded
 }
 
 void H5File::flush() {
-  QuietH5 q;
   if (mode_ == Mode::read) return;
   if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) fail("flush failed for", "/");
   const ssize_t size = H5Fget_file_image(file_, nullptr, 0);
@@ -135,7 +121,6 @@ void H5File::flush() {
 }
 
 bool H5File::exists(const std::string& path) const {
-  QuietH5 q;
   if (path == "/") return true;
   // Check each prefix: H5Lexists fails on a path whose parent is missing.
   size_t pos = 1;
@@ -149,7 +134,6 @@ bool H5File::exists(const std::string& path) const {
 }
 
 std::vector<std::string> H5File::list(const std::string& group) const {
-  QuietH5 q;
   Handle g{H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose};
   if (g.id < 0) fail("no group", group);
   std::vector<std::string> names;
@@ -164,7 +148,6 @@ std::vector<std::string> H5File::list(const std::string& group) const {
 }
 
 int64_t H5File::make_parents(const std::string& path) {
-  QuietH5 q;
   size_t pos = 1;
   while (true) {
     size_t next = path.find('/', pos);
@@ -221,7 +204,6 @@ std::vector<hsize_t> dims_of(const Shape& s) {
 
 void H5File::write(const std::string& path, const Tensor& t) {
   make_parents(path);
-  QuietH5 q;
   bool ok;
   write_raw(file_, path, H5T_NATIVE_FLOAT, dims_of(t.shape()), t.data(), ok);
   if (!ok) fail("cannot write dataset", path);
@@ -230,7 +212,6 @@ void H5File::write(const std::string& path, const Tensor& t) {
 void H5File::write_ints(const std::string& path, const Shape& shape, const std::vector<int32_t>& v) {
   if (int64_t(v.size()) != shape.numel()) fail("value count does not match shape for", path);
   make_parents(path);
-  QuietH5 q;
   bool ok;
   write_raw(file_, path, H5T_NATIVE_INT32, dims_of(shape), v.data(), ok);
   if (!ok) fail("cannot write dataset", path);
@@ -238,14 +219,12 @@ void H5File::write_ints(const std::string& path, const Shape& shape, const std::
 
 void H5File::write_u64(const std::string& path, const std::vector<uint64_t>& v) {
   make_parents(path);
-  QuietH5 q;
   bool ok;
   write_raw(file_, path, H5T_NATIVE_UINT64, {hsize_t(v.size())}, v.data(), ok);
   if (!ok) fail("cannot write dataset", path);
 }
 
 Shape H5File::shape_of(const std::string& path) const {
-  QuietH5 q;
   Handle ds{H5Dopen2(file_, path.c_str(), H5P_DEFAULT), H5Dclose};
   if (ds.id < 0) fail("missing dataset", path);
   Handle space{H5Dget_space(ds.id), H5Sclose};
@@ -280,7 +259,6 @@ void H5File::check_stored(const std::string& path, int64_t count) const {
   // A dataset's dims are only a claim: a crafted file may declare far more elements than it
   // stores (unwritten chunks read as fill values). Nothing is allocated for more than the
   // file holds.
-  QuietH5 q;
   Handle ds{H5Dopen2(file_, path.c_str(), H5P_DEFAULT), H5Dclose};
   if (ds.id < 0) fail("missing dataset", path);
   Handle type{H5Dget_type(ds.id), H5Tclose};
@@ -296,7 +274,6 @@ Tensor H5File::read(const std::string& path) const {
   Shape s = shape_of(path);
   check_stored(path, s.numel());
   Tensor t = Tensor::empty(s);
-  QuietH5 q;
   std::string err;
   read_raw(file_, path, H5T_FLOAT, H5T_NATIVE_FLOAT, t.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
@@ -308,7 +285,6 @@ std::vector<int32_t> H5File::read_ints(const std::string& path, Shape* shape) co
   check_stored(path, s.numel());
   if (shape) *shape = s;
   std::vector<int32_t> v(size_t(s.numel()));
-  QuietH5 q;
   std::string err;
   read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_INT32, v.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
@@ -319,7 +295,6 @@ std::vector<uint64_t> H5File::read_u64(const std::string& path) const {
   Shape s = shape_of(path);
   check_stored(path, s.numel());
   std::vector<uint64_t> v(size_t(s.numel()));
-  QuietH5 q;
   std::string err;
   read_raw(file_, path, H5T_INTEGER, H5T_NATIVE_UINT64, v.data(), s.numel(), err);
   if (!err.empty()) fail(err, path);
@@ -344,7 +319,6 @@ void H5File::set_attr(const std::string& obj, const std::string& name, const std
   if (obj != "/" && !exists(obj)) {
     make_parents(obj + "/x");
   }
-  QuietH5 q;
   Handle type{H5Tcopy(H5T_C_S1), H5Tclose};
   H5Tset_size(type.id, std::max<size_t>(v.size(), 1));
   H5Tset_strpad(type.id, H5T_STR_NULLPAD);
@@ -355,7 +329,6 @@ void H5File::set_attr(const std::string& obj, const std::string& name, const std
 
 void H5File::set_attr(const std::string& obj, const std::string& name, int64_t v) {
   if (obj != "/" && !exists(obj)) make_parents(obj + "/x");
-  QuietH5 q;
   bool ok;
   put_attr(file_, obj, name, H5T_NATIVE_INT64, &v, ok);
   if (!ok) fail("cannot write attribute " + name + " on", obj);
@@ -363,21 +336,18 @@ void H5File::set_attr(const std::string& obj, const std::string& name, int64_t v
 
 void H5File::set_attr(const std::string& obj, const std::string& name, double v) {
   if (obj != "/" && !exists(obj)) make_parents(obj + "/x");
-  QuietH5 q;
   bool ok;
   put_attr(file_, obj, name, H5T_NATIVE_DOUBLE, &v, ok);
   if (!ok) fail("cannot write attribute " + name + " on", obj);
 }
 
 bool H5File::has_attr(const std::string& obj, const std::string& name) const {
-  QuietH5 q;
   if (!exists(obj)) return false;
   Handle o{open_obj(file_, obj), H5Oclose};
   return o.id >= 0 && H5Aexists(o.id, name.c_str()) > 0;
 }
 
 std::vector<std::string> H5File::attr_names(const std::string& obj) const {
-  QuietH5 q;
   Handle o{open_obj(file_, obj), H5Oclose};
   if (o.id < 0) fail("no object", obj);
   std::vector<std::string> names;
@@ -409,7 +379,6 @@ hid_t open_attr(hid_t file, const std::string& obj, const std::string& name, H5T
 }  // namespace
 
 std::string H5File::attr_string(const std::string& obj, const std::string& name) const {
-  QuietH5 q;
   std::string err;
   Handle a{open_attr(file_, obj, name, H5T_STRING, err), H5Aclose};
   if (a.id < 0) fail(err, obj);
@@ -432,7 +401,6 @@ std::string H5File::attr_string(const std::string& obj, const std::string& name)
 }
 
 int64_t H5File::attr_int(const std::string& obj, const std::string& name) const {
-  QuietH5 q;
   std::string err;
   Handle a{open_attr(file_, obj, name, H5T_INTEGER, err), H5Aclose};
   if (a.id < 0) fail(err, obj);
@@ -442,7 +410,6 @@ int64_t H5File::attr_int(const std::string& obj, const std::string& name) const 
 }
 
 double H5File::attr_double(const std::string& obj, const std::string& name) const {
-  QuietH5 q;
   std::string err;
   Handle a{open_attr(file_, obj, name, H5T_FLOAT, err), H5Aclose};
   if (a.id < 0) fail(err, obj);

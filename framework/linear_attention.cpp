@@ -287,20 +287,12 @@ struct MappedGrad {
     if (!fresh) tmp = Tensor::zeros(x.shape());
     dphi = fresh ? dx : tmp.data();
   }
-  // d x = d phi(x) phi'(x), as the unary op's backward: the same bits (0 + a, signed zeros too).
+  // d x = d phi(x) phi'(x), as the unary op's backward: the same bits.
   template <class Phi>
   void chain(const Tensor& x, const Tensor& phi_x, Phi phi) const {
     if (!dx) return;
     const float *px = x.data(), *py = phi_x.data(), *gp = dphi;
-    const int64_t n = x.numel();
-    float* gx = dx;
-    if (gp == gx) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + gp[i] * phi.df(px[i], py[i]);  // 0 +: -0 becomes +0, as in +=
-    } else {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-      for (int64_t i = 0; i < n; ++i) gx[i] += gp[i] * phi.df(px[i], py[i]);
-    }
+    set_or_add_grad(dx, gp == dx, x.numel(), [=](int64_t i) { return gp[i] * phi.df(px[i], py[i]); });
   }
 };
 

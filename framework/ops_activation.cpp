@@ -25,13 +25,7 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
     const float *px = x.data(), *py = out.data();
     bool fresh;
     float* gx = grad_for_write(x, &fresh);
-    if (fresh) {
-#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + g[i] * fn.df(px[i], py[i]);
-    } else {
-#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * fn.df(px[i], py[i]);
-    }
+    set_or_add_grad(gx, fresh, n, [&](int64_t i) { return g[i] * fn.df(px[i], py[i]); });
   });
   return out;
 }

@@ -165,16 +165,8 @@ Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d,
 // d residual += g, as add's backward.
 void residual_backward(const float* g, const LinearDims& d, const Tensor& residual) {
   bool fresh;
-  float* gr = grad_for_write(residual, &fresh);
-  if (!gr) return;
-  const int64_t n = d.rows * d.outf;
-  if (fresh) {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) gr[i] = 0.f + g[i];
-  } else {
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) gr[i] += g[i];
-  }
+  if (float* gr = grad_for_write(residual, &fresh))
+    set_or_add_grad(gr, fresh, d.rows * d.outf, [g](int64_t i) { return g[i]; });
 }
 
 // Adds d x (when gx), d w and d bias (when theirs are wanted) of out = x w^T + bias, given g.
@@ -243,23 +235,15 @@ Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias, const T
     residual_backward(g, d, residual);
     // d w from the recomputed gelu(h) first, then d h: one d_ff-wide buffer at a time (the
     // step's peak memory is in this backward). When h has no gradient yet, d gelu(h) is
-    // computed in its gradient buffer and scaled there (0 + x is x: the same bits as through
-    // a temporary).
+    // computed in its gradient buffer and scaled there.
     if (grad_of(w) || grad_of(bias)) linear_backward(g, gelu_values(h).data(), d, w, bias, nullptr);
-    const bool fresh = !h.grad().defined();
-    if (float* gh = grad_of(h)) {
-      Tensor tmp = fresh ? Tensor() : Tensor::zeros(h.shape());
+    bool fresh;
+    if (float* gh = grad_for_write(h, &fresh)) {
+      Tensor tmp = fresh ? Tensor() : Tensor::empty(h.shape());
       float* da = fresh ? gh : tmp.data();
-      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 1.f, da, d.in);
+      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 0.f, da, d.in);
       const float* ph = h.data();
-      const int64_t n = h.numel();
-      if (fresh) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-        for (int64_t i = 0; i < n; ++i) gh[i] = 0.f + da[i] * gelu_derivative(ph[i]);  // 0 +: -0 becomes +0, as in +=
-      } else {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
-        for (int64_t i = 0; i < n; ++i) gh[i] += da[i] * gelu_derivative(ph[i]);
-      }
+      set_or_add_grad(gh, fresh, h.numel(), [=](int64_t i) { return da[i] * gelu_derivative(ph[i]); });
     }
   });
   return out;

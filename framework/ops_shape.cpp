@@ -33,13 +33,7 @@ Tensor reshape(const Tensor& x, const Shape& s) {
   record("reshape", out, {}, [x, n](const float* g) {
     bool fresh;
     float* gx = grad_for_write(x, &fresh);
-    if (fresh) {
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) gx[i] = 0.f + g[i];
-    } else {
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) gx[i] += g[i];
-    }
+    set_or_add_grad(gx, fresh, n, [g](int64_t i) { return g[i]; });
   });
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -181,6 +182,15 @@ float* Tensor::grad_data_for_write(bool* fresh) const {
   *fresh = !p_->grad;
   if (*fresh) p_->grad = empty(shape()).ptr();
   return p_->grad->storage->data + p_->grad->offset;
+}
+
+bool Tensor::all_finite() const {
+  const float* p = data();
+  const int64_t n = numel();
+  bool ok = true;
+#pragma omp simd reduction(&& : ok)
+  for (int64_t i = 0; i < n; ++i) ok = ok && std::isfinite(p[i]);
+  return ok;
 }
 
 void Tensor::zero_grad() {

@@ -98,7 +98,8 @@ class Tensor {
   // Views (share storage): reshape keeps numel; select/narrow work on the first axis.
   Tensor view(const Shape& s) const;
   Tensor narrow0(int64_t start, int64_t length) const;
-  Tensor clone() const;  // deep copy, no autograd history
+  Tensor clone() const;     // deep copy, no autograd history
+  bool all_finite() const;  // no NaN and no Inf among its elements
 
   // In-place writes bump the version counter.
   void fill_(float v);

@@ -1,6 +1,5 @@
 #include "train/checkpoint.hpp"
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -143,17 +142,13 @@ void write_checkpoint(const std::string& path, const Module& model, const Optimi
   if (meta.config.empty()) throw Error(where + "empty config (needed to rebuild the model)");
   if (meta.rng.empty()) throw Error(where + "no rng state (needed to resume bit for bit)");
   // A checkpoint never holds a NaN or Inf: a run that made one keeps its last good checkpoint.
-  auto finite = [](const Tensor& t) {
-    const float* p = t.data();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(p[i])) return false;
-    return true;
-  };
   for (const Parameter& p : model.parameters())
-    if (!finite(p.tensor)) throw Error(where + "parameter '" + p.name + "' holds a NaN or Inf; not written");
+    if (!p.tensor.all_finite())
+      throw Error(where + "parameter '" + p.name + "' holds a NaN or Inf; not written");
   for (const auto& [param, state] : opt.state())
     for (const auto& [slot, tensor] : state.slots)
-      if (!finite(tensor)) throw Error(where + "optimizer state " + slot + " of '" + param + "' holds a NaN or Inf; not written");
+      if (!tensor.all_finite())
+        throw Error(where + "optimizer state " + slot + " of '" + param + "' holds a NaN or Inf; not written");
   try {
     write_atomically(path, [&](const std::string& tmp) { write_contents(tmp, model, opt, meta); });
   } catch (const Error& e) {

@@ -286,6 +286,7 @@ int Trainer::run(int64_t stop_at) {
       ProfilePhase p("clip_grad_norm");
       grad_norm = clip_grad_norm(params, config_.optimizer.clip);
     }
+    const double lr = schedule_->lr_at(step_);
     // A NaN or Inf in the loss or in any gradient (their joint norm) never reaches the weights:
     // the step is skipped, or the run stops with the last checkpoint as it was.
     if (const double lv = loss.item(); !std::isfinite(lv) || !std::isfinite(grad_norm)) {
@@ -307,13 +308,11 @@ int Trainer::run(int64_t stop_at) {
       ++skipped_steps_;
       progress.message(what + "; step skipped (--on-nonfinite skip)");
     } else {
-      const double lr = schedule_->lr_at(step_);
       ProfilePhase p("adamw");
       opt_->set_lr(lr);
       opt_->step();
       opt_->zero_grad();
     }
-    const double lr = schedule_->lr_at(step_);
     ++step_;
     tokens_seen_ += B * T;
     ++interval_steps;
