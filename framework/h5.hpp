@@ -53,6 +53,7 @@ class H5File {
   Mode mode_;
   int64_t make_parents(const std::string& path);
   void check_stored(const std::string& path, int64_t count) const;  // allocation guard
+  int64_t open_compact(const std::string& obj) const;  // -1 when missing; refuses dense storage
   [[noreturn]] void fail(const std::string& what, const std::string& path) const;
 };
 

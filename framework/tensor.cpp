@@ -12,6 +12,9 @@ namespace tri {
 
 namespace {
 std::atomic<int64_t> g_live{0}, g_peak{0};
+// TensorMemoryLimit's current bound (set and read on the thread that builds models).
+int64_t g_limit = INT64_MAX;
+std::string g_limit_what;
 void track(int64_t delta) {
   int64_t now = g_live.fetch_add(delta) + delta;
   int64_t peak = g_peak.load();
@@ -115,8 +118,21 @@ std::string Shape::str() const {
   return s.str();
 }
 
+TensorMemoryLimit::TensorMemoryLimit(int64_t max_live_bytes, std::string what)
+    : previous_max_(g_limit), previous_what_(std::move(g_limit_what)) {
+  g_limit = max_live_bytes;
+  g_limit_what = std::move(what);
+}
+
+TensorMemoryLimit::~TensorMemoryLimit() {
+  g_limit = previous_max_;
+  g_limit_what = std::move(previous_what_);
+}
+
 Storage::Storage(int64_t n) : size(n) {
   const size_t bytes = block_bytes(n);
+  if (g_limit != INT64_MAX && (n > g_limit || g_live.load() + int64_t(bytes) > g_limit))
+    throw Error(g_limit_what + ": needs more than " + std::to_string(g_limit) + " bytes of tensors");
   data = static_cast<float*>(cache().take(bytes));
   if (!data)
     throw Error("tensor: out of memory allocating " + std::to_string(bytes) + " bytes (" +

@@ -53,6 +53,21 @@ void memory_reset_peak();
 int64_t memory_cached_bytes();
 void memory_release_cache();  // returns cached blocks to the system
 
+// While alive, a tensor allocation that would bring the live bytes above `max_live_bytes` is an
+// Error "<what>: ..." instead. For building from an untrusted file: what the file declares must
+// not make us allocate more than what it can hold (scopes nest; the innermost applies).
+class TensorMemoryLimit {
+ public:
+  TensorMemoryLimit(int64_t max_live_bytes, std::string what);
+  ~TensorMemoryLimit();
+  TensorMemoryLimit(const TensorMemoryLimit&) = delete;
+  TensorMemoryLimit& operator=(const TensorMemoryLimit&) = delete;
+
+ private:
+  int64_t previous_max_;
+  std::string previous_what_;
+};
+
 struct Node;
 
 struct TensorImpl {

@@ -362,3 +362,22 @@ TEST_CASE("autograd: Module registers named parameters") {
   net.train();
   CHECK(net.second.training());
 }
+
+TEST_CASE("tensor memory limit: an allocation beyond it is an Error naming the scope; scopes nest") {
+  const int64_t live = memory_live_bytes();
+  {
+    TensorMemoryLimit outer(live + (int64_t(1) << 20), "outer scope");
+    Tensor small = Tensor::zeros(Shape{1024});  // 4 KiB: within
+    CHECK(small.numel() == 1024);
+    const std::string err = error_of([] { Tensor::zeros(Shape{1 << 19}); });  // 2 MiB
+    CHECK(err.find("outer scope") != std::string::npos);
+    {
+      TensorMemoryLimit inner(live + (int64_t(16) << 10), "inner scope");
+      CHECK(error_of([] { Tensor::zeros(Shape{1 << 13}); }).find("inner scope") != std::string::npos);  // 32 KiB
+    }
+    Tensor again = Tensor::zeros(Shape{1 << 13});  // the outer limit again
+    CHECK(again.numel() == 1 << 13);
+  }
+  Tensor big = Tensor::zeros(Shape{1 << 19});  // no limit left
+  CHECK(big.numel() == 1 << 19);
+}

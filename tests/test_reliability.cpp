@@ -239,3 +239,25 @@ TEST_CASE("reliability: every flipped byte of a checkpoint is detected or harmle
   MESSAGE("flipped bytes: " << detected << " detected, " << harmless << " in bytes nothing reads");
   CHECK(detected > 0);
 }
+
+TEST_CASE("reliability: a checkpoint whose config declares a model larger than the file is refused before allocating") {
+  const fs::path dir = scratch("oversize");
+  fs::remove_all(dir);
+  REQUIRE(run(train("attention", dir, " --steps 2 --eval-every 2")).code == 0);
+  // d-model 65536 x 1024 layers: within each field's range, about 2^42 parameters (16 TiB).
+  const fs::path copy = scratch("oversize_copy");
+  fs::remove_all(copy);
+  fs::copy(dir, copy);
+  const std::string edit = "/usr/bin/python3 -c \"import sys, h5py; c = h5py.File(sys.argv[1], 'r+')['config'].attrs; "
+                           "c['d-model'] = b'65536'; c['n-layers'] = b'1024'; c['n-heads'] = b'1'\" '" +
+                           (copy / "last.h5").string() + "'";
+  REQUIRE(std::system(edit.c_str()) == 0);
+  for (const std::string& cmd : {"eval '" + (copy / "last.h5").string() + "' --threads 1",
+                                 "train --resume '" + copy.string() + "' --steps 4 --progress none --threads 1"}) {
+    CAPTURE(cmd);
+    const Run r = run(cmd);
+    CHECK(r.code == 1);
+    CHECK(lines_of(r.err) == 1);
+    CHECK(r.err.find("declares a model larger than the file") != std::string::npos);
+  }
+}

@@ -180,6 +180,8 @@ TEST_CASE("two shards give the results one whole sweep gives") {
 
 TEST_CASE("a bad grid is one line of error before any run starts") {
   const std::string base = "task = mqar\nseq-len = 32\nvocab = 64\nsteps = 5\n";
+  std::string many = "1";  // 1, 2, ..., 25
+  for (int i = 2; i <= 25; ++i) many += ", " + std::to_string(i);
   const std::pair<std::string, std::string> cases[] = {
       {base + "d-modle = 16\n", "unknown option 'd-modle'"},
       {base + "d-model = \n", "d-model has no value"},
@@ -189,6 +191,8 @@ TEST_CASE("a bad grid is one line of error before any run starts") {
       {base + "threads = 2\n", "--threads is set by the sweep"},
       {base + "(seq-len, num-kv-pairs) = (32, 4), (64)\n", "holds 1 values for 2 keys"},
       {base + "[a]\nmodel = mamba\n[a]\n", "section [a] appears twice"},
+      // 25^3 = 15625 runs: refused from the list lengths alone, before any run is built.
+      {base + "seed = " + many + "\nwarmup = " + many + "\nlog-every = " + many + "\n", "expands to more than 10000 runs"},
   };
   int n = 0;
   for (const auto& [text, message] : cases) {

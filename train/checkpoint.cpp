@@ -156,6 +156,20 @@ void write_checkpoint(const std::string& path, const Module& model, const Optimi
   }
 }
 
+namespace {
+int64_t file_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto n = fs::file_size(path, ec);
+  return ec ? 0 : int64_t(n);
+}
+constexpr int64_t kRoom = int64_t(64) << 20;  // 64-byte alignment per tensor, scratch buffers
+}  // namespace
+
+CheckpointSizeLimit::CheckpointSizeLimit(const std::string& path)
+    : TensorMemoryLimit(memory_live_bytes() + file_bytes(path) + kRoom,
+                        "checkpoint " + path + ": its config declares a model larger than the file (" +
+                            std::to_string(file_bytes(path)) + " bytes) holds: corrupt") {}
+
 CheckpointData read_checkpoint_meta(const std::string& path) {
   return read_meta(*open_checkpoint(path), path);
 }

@@ -55,4 +55,12 @@ CheckpointData read_checkpoint(const std::string& path, Module& model, Optimizer
 // model from the saved config before read_checkpoint.
 CheckpointData read_checkpoint_meta(const std::string& path);
 
+// For building the model (and optimizer) a checkpoint's config declares: everything they hold is
+// stored in the file, so while this lives their tensors may not take more than the file's size
+// (plus room for alignment and small buffers). A corrupt config declaring a huge model is an
+// Error naming the file, not an allocation.
+struct CheckpointSizeLimit : TensorMemoryLimit {
+  explicit CheckpointSizeLimit(const std::string& path);
+};
+
 }  // namespace tri

@@ -39,6 +39,11 @@ struct UsageError : Error {
 // "trilemma: ..." on stderr (0 success, 1 a runtime error, 2 a bad command line).
 int run_cli(const std::vector<std::string>& args);
 
+// The options of `trilemma <command> args...` as run_cli parses them: the command line, then
+// --config's file (the command line wins), each value checked by its notifier. A UsageError
+// for anything malformed; nothing is run and the runtime settings are not applied.
+po::variables_map parse_command(const std::string& command, const std::vector<std::string>& args);
+
 // Calls fn; a tri::Error it throws becomes a UsageError (exit code 2): for checks of what was
 // typed on the command line.
 template <class F>
@@ -82,6 +87,9 @@ int run_inspect(const po::variables_map& vm);
 void data_options(CommandOptions& o);
 int run_data(const po::variables_map& vm);
 void train_options(CommandOptions& o);
+// A new run's typed config from train's options: resolved and validated, no file touched.
+struct RunConfig;
+RunConfig new_run_config(const po::variables_map& vm);
 int run_train(const po::variables_map& vm);
 void sweep_options(CommandOptions& o);
 int run_sweep(const po::variables_map& vm);

@@ -145,12 +145,7 @@ void apply_runtime_options(const po::variables_map& vm) {
   runtime.apply();
 }
 
-int run_command(const Command& cmd, const std::vector<std::string>& args) {
-  for (const std::string& a : args)
-    if (a == "--help" || a == "-h") {
-      print_command_help(cmd);
-      return 0;
-    }
+po::variables_map parse_options(const Command& cmd, const std::vector<std::string>& args) {
   CommandOptions co;
   cmd.add_options(co);
   if (co.positional.max_total_count() != std::numeric_limits<unsigned>::max())
@@ -194,6 +189,16 @@ int run_command(const Command& cmd, const std::vector<std::string>& args) {
     std::string first = vm[kExtraArgs].as<std::vector<std::string>>()[0];
     throw UsageError("unexpected argument '" + first + "' (" + usage_line(cmd, co) + ")");
   }
+  return vm;
+}
+
+int run_command(const Command& cmd, const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      print_command_help(cmd);
+      return 0;
+    }
+  const po::variables_map vm = parse_options(cmd, args);
   if (!cmd.applies_runtime) apply_runtime_options(vm);
   return cmd.run(vm);
 }
@@ -242,6 +247,12 @@ int run_cli(const std::vector<std::string>& args) {
   } catch (...) {
     return fail("unknown error", 1);
   }
+}
+
+po::variables_map parse_command(const std::string& command, const std::vector<std::string>& args) {
+  const Command* cmd = find_command(command);
+  if (!cmd) throw UsageError("unknown command '" + command + "' (commands: " + command_names() + ")");
+  return parse_options(*cmd, args);
 }
 
 void check_seed(int64_t seed) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/decode.hpp"
+#include "train/arg_parsers.hpp"
 #include "train/cli.hpp"
 #include "train/model_io.hpp"
 
@@ -16,24 +17,6 @@ namespace {
 
 std::string tokens_text(const std::vector<int32_t>& tokens) {
   return int_list_text(std::vector<int64_t>(tokens.begin(), tokens.end()), ' ');
-}
-
-// Positions a decoding consumes must exist in the learned positions' table.
-void check_positions(const ModelConfig& m, int64_t consumed, const std::string& what) {
-  if (m.pos == "learned" && consumed > m.max_seq_len)
-    throw UsageError(what + " needs " + std::to_string(consumed) + " positions, beyond the checkpoint's learned positions (max-seq-len " +
-                     std::to_string(m.max_seq_len) + ")");
-}
-
-// --prompt: the token ids, each in 0..vocab-1, with room for --max-new tokens.
-std::vector<int32_t> parse_prompt(const LoadedModel& loaded, const std::string& text, int64_t max_new) {
-  const ModelConfig& model = loaded.config.model;
-  std::vector<int32_t> prompt;
-  for (int64_t t : as_usage_error([&] { return parse_int_list("prompt", text, {0, model.vocab - 1}, true); }))
-    prompt.push_back(int32_t(t));
-  check_positions(model, int64_t(prompt.size()) + max_new - 1,
-                  "--prompt of " + std::to_string(prompt.size()) + " tokens with --max-new " + std::to_string(max_new));
-  return prompt;
 }
 
 int generate_from_prompt(LoadedModel& loaded, const std::vector<int32_t>& prompt, int64_t max_new) {
@@ -94,7 +77,7 @@ int run_generate(const po::variables_map& vm) {
   const bool prompted = vm.count("prompt");
   const int64_t max_new = vm["max-new"].as<int64_t>();
   std::vector<int32_t> prompt;
-  if (prompted) prompt = parse_prompt(loaded, vm["prompt"].as<std::string>(), max_new);
+  if (prompted) prompt = parse_prompt(loaded.config.model, vm["prompt"].as<std::string>(), max_new);
   else if (c.task.behaviour().stop_token(c.task) < 0)
     throw UsageError("generate needs --prompt for task " + c.task.task +
                      " (rows of the evaluation stream are decoded for tasks with a generated answer, such as copy)");

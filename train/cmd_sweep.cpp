@@ -18,6 +18,7 @@
 #include <map>
 
 #include "framework/runtime.hpp"
+#include "train/arg_parsers.hpp"
 #include "train/atomic_file.hpp"
 #include "train/cli.hpp"
 #include "train/cli_options.hpp"
@@ -32,30 +33,6 @@ namespace {
 
 volatile std::sig_atomic_t g_sweep_signal = 0;
 extern "C" void on_sweep_signal(int sig) { g_sweep_signal = sig; }
-
-struct Shard {
-  int64_t index = 1, count = 1;  // runs index-1, index-1+count, ... (0-based positions)
-  bool takes(size_t position) const { return int64_t(position % size_t(count)) == index - 1; }
-};
-
-Shard parse_shard(const std::string& text) {
-  const size_t slash = text.find('/');
-  const auto i = parse_integer(text.substr(0, slash)), n = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(slash + 1));
-  if (!i || !n || *n < 1 || *i < 1 || *i > *n)
-    throw UsageError("--shard '" + text + "' (allowed: i/n with 1 <= i <= n, e.g. 2/4)");
-  return {*i, *n};
-}
-
-TextMap parse_sets(const std::vector<std::string>& sets) {
-  TextMap out;
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      throw UsageError("--set '" + s + "' (allowed: key=value, e.g. --set steps=100)");
-    out[s.substr(0, eq)] = s.substr(eq + 1);
-  }
-  return out;
-}
 
 // The last "trilemma: ..." line of a run's log: its one-line error.
 std::string error_line(const std::string& log, int status) {

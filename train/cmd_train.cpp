@@ -48,16 +48,7 @@ std::string default_run_name(const RunConfig& c) {
 
 // A new run's config, from the options given; its folder is created only after every check.
 RunConfig new_run(const po::variables_map& vm) {
-  RunConfig c = as_usage_error([&] {
-    return RunConfig::of(vm["model"].as<std::string>(), vm["task"].as<std::string>());
-  });
-  read_given(vm, c);
-  refuse_foreign(vm, c, run_options(), "model " + c.model.family + " on task " + c.task.task);
-  as_usage_error([&] {
-    c.resolve();
-    c.validate();
-    return 0;
-  });
+  RunConfig c = new_run_config(vm);
   RunSettings& r = c.run;
   if (r.run_name.empty())
     r.run_name = r.out.empty() ? default_run_name(c) : fs::path(r.out).lexically_normal().filename().string();
@@ -114,6 +105,20 @@ RunConfig resumed_run(const po::variables_map& vm, const std::string& dir, const
 
 }  // namespace
 
+RunConfig new_run_config(const po::variables_map& vm) {
+  RunConfig c = as_usage_error([&] {
+    return RunConfig::of(vm["model"].as<std::string>(), vm["task"].as<std::string>());
+  });
+  read_given(vm, c);
+  refuse_foreign(vm, c, run_options(), "model " + c.model.family + " on task " + c.task.task);
+  as_usage_error([&] {
+    c.resolve();
+    c.validate();
+    return 0;
+  });
+  return c;
+}
+
 void train_options(CommandOptions& o) {
   o.named.add(run_options());
   o.named.add_options()
@@ -146,8 +151,11 @@ int run_train(const po::variables_map& vm) {
   }
   config.runtime.apply();
   const std::string dir = config.run.out;
+  std::optional<CheckpointSizeLimit> limit;  // a resumed model is no larger than its checkpoint
+  if (!checkpoint.empty()) limit.emplace(checkpoint);
   Trainer trainer(config, dir);  // builds before anything is written
   if (!checkpoint.empty()) trainer.resume(checkpoint);
+  limit.reset();
   trainer.set_profile(vm["profile"].as<bool>());
   std::error_code ec;
   fs::create_directories(dir, ec);

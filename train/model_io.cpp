@@ -12,7 +12,10 @@ LoadedModel load_model(const std::string& checkpoint) {
   } catch (const Error& e) {
     throw Error("checkpoint " + checkpoint + ": config: " + e.what());
   }
-  m.model = std::make_unique<LanguageModel>(m.config.model, 0);
+  {
+    const CheckpointSizeLimit limit(checkpoint);
+    m.model = std::make_unique<LanguageModel>(m.config.model, 0);
+  }
   m.meta = read_checkpoint(checkpoint, *m.model, nullptr);
   m.model->eval();
   return m;

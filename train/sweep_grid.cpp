@@ -1,5 +1,6 @@
 #include "train/sweep_grid.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -254,10 +255,23 @@ Grid read_grid(const std::string& path, const TextMap& overrides) {
 
   Grid grid;
   std::set<std::string> seen;
+  std::vector<std::vector<Entry>> section_entries;
+  size_t total = 0;  // the runs before duplicates are merged, checked before any is built
   for (const Section& s : expanded) {
-    grid.sections.push_back(s.name);
     std::vector<Entry> entries = sections.size() > 1 ? merged(sections[0], s, path) : s.entries;
     apply_overrides(entries, overrides, path);
+    size_t runs = 1;
+    for (const Entry& e : entries) runs = std::min(runs * e.alternatives.size(), kMaxRuns + 1);
+    total = std::min(total + runs, kMaxRuns + 1);
+    section_entries.push_back(std::move(entries));
+  }
+  if (total > kMaxRuns)
+    throw Error("grid " + path + ": expands to more than " + std::to_string(kMaxRuns) +
+                " runs (allowed: at most " + std::to_string(kMaxRuns) + "; split it into several grids)");
+  for (size_t si = 0; si < expanded.size(); ++si) {
+    const Section& s = expanded[si];
+    grid.sections.push_back(s.name);
+    const std::vector<Entry>& entries = section_entries[si];
     const std::string where = "grid " + path + (s.name.empty() ? "" : ", section [" + s.name + "]");
     std::vector<size_t> index(entries.size(), 0);  // odometer over the entries, last fastest
     for (bool more = true; more;) {

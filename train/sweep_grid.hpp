@@ -36,6 +36,10 @@ struct Grid {
   int duplicates = 0;                 // entries that resolved to a run already listed
 };
 
+// The most runs a grid may expand to (before duplicates merge); a larger one is refused before
+// any run is built.
+constexpr size_t kMaxRuns = 10000;
+
 // Reads and expands `path`. `overrides` (key = value or a list of values) replace the grid's
 // values in every section: a shorter --steps for a test, or --set seed=0 for one seed of a grid
 // (its runs keep their ids, so the whole grid later skips them).

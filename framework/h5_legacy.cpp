@@ -1,0 +1,114 @@
+#include "h5_legacy.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+// Present when a sanitizer runtime is linked in (weak: null otherwise).
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+namespace tri {
+
+namespace {
+
+constexpr hsize_t kMaxBytes = hsize_t(1) << 30;  // a dataset the reader would refuse anyway
+
+herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t*, void*) {
+  const hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return 0;
+  const hid_t type = H5Aget_type(a), space = H5Aget_space(a);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (type >= 0 && n > 0 && H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) > 0) {
+    std::vector<char*> strings(size_t(n), nullptr);
+    const hid_t mem = H5Tcopy(H5T_C_S1);
+    H5Tset_size(mem, H5T_VARIABLE);
+    H5Tset_cset(mem, H5Tget_cset(type));
+    if (H5Aread(a, mem, strings.data()) >= 0)
+      for (char* s : strings) H5free_memory(s);
+    H5Tclose(mem);
+  } else if (type >= 0 && n > 0 && H5Tget_class(type) != H5T_VLEN) {
+    const hid_t mem = H5Tget_class(type) == H5T_STRING ? H5Tcopy(type) : H5Tget_native_type(type, H5T_DIR_DEFAULT);
+    const hsize_t bytes = hsize_t(n) * (mem >= 0 ? H5Tget_size(mem) : 0);
+    if (mem >= 0 && bytes > 0 && bytes <= kMaxBytes) {
+      std::vector<char> buffer(bytes);
+      H5Aread(a, mem, buffer.data());
+    }
+    if (mem >= 0) H5Tclose(mem);
+  }
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  H5Aclose(a);
+  return 0;
+}
+
+void read_dataset(hid_t ds) {
+  const hid_t type = H5Dget_type(ds), space = H5Dget_space(ds);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  const H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+  if (n > 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT)) {
+    const hid_t mem = H5Tget_native_type(type, H5T_DIR_DEFAULT);
+    const hsize_t bytes = hsize_t(n) * (mem >= 0 ? H5Tget_size(mem) : 0);
+    // As the reader: never more elements than the file stores (H5File::check_stored).
+    if (mem >= 0 && bytes > 0 && bytes <= kMaxBytes &&
+        hsize_t(n) <= H5Dget_storage_size(ds) / std::max<size_t>(H5Tget_size(type), 1)) {
+      std::vector<char> buffer(bytes);
+      H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data());
+    }
+    if (mem >= 0) H5Tclose(mem);
+  }
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+}
+
+herr_t read_object(hid_t file, const char* name, const H5O_info_t* info, void*) {
+  const hid_t o = H5Oopen(file, name, H5P_DEFAULT);
+  if (o < 0) return 0;
+  H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_INC, nullptr, read_attribute, nullptr);
+  if (info->type == H5O_TYPE_DATASET) read_dataset(o);
+  H5Oclose(o);
+  return 0;
+}
+
+}  // namespace
+
+bool is_legacy_format(int64_t file) {
+  H5F_info2_t info;
+  return H5Fget_info2(file, &info) < 0 || info.super.version < 2;
+}
+
+std::string read_all_in_child(int64_t file) {
+  const pid_t child = fork();
+  if (child < 0) return "";  // cannot check: read it as HDF5 does
+  if (child == 0) {
+    // The child's crash is the parent's answer, not a report: silence it, and keep a sanitizer
+    // runtime's death callback (libFuzzer saves the input as a crash there) out of it.
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
+    H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, read_object, nullptr, H5O_INFO_BASIC);
+    _exit(0);  // HDF5's errors are the parent's to report; only a crash or a hang matters here
+  }
+  // A corrupt file may also make HDF5 loop: 30 s is far beyond reading any checkpoint.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int status = 0;
+  while (waitpid(child, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      return "reading it did not finish in 30 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (WIFSIGNALED(status)) return "reading it crashed HDF5 (signal " + std::to_string(WTERMSIG(status)) + ")";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "reading it failed in HDF5";
+  return "";
+}
+
+}  // namespace tri
