@@ -332,6 +332,7 @@ int Trainer::run(int64_t stop_at) {
     }
     progress.step(row, log_due);
 
+    bool write_best = false;
     if (step_ % rs.eval_every == 0 || step_ == rs.steps) {
       last_eval_ = evaluate();
       last_eval_step_ = step_;
@@ -350,7 +351,7 @@ int Trainer::run(int64_t stop_at) {
       progress.message("eval step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", score.token_acc) +
                        "  seq_acc " + fmt("%.4f", score.seq_acc) + "  loss " + fmt("%.4f", score.loss) +
                        (best ? "  (best)" : ""));
-      if (best) write_checkpoint(dir_ + "/best.h5", *model_, *opt_, checkpoint_data());
+      write_best = best;
       interval_start = Clock::now();  // evaluation time is not training time
       interval_steps = 0;
     }
@@ -360,6 +361,8 @@ int Trainer::run(int64_t stop_at) {
     if (interrupted) status = "interrupted";
     if (step_ % rs.checkpoint_every == 0 || step_ == rs.steps || early_stopped_ || interrupted)
       save_checkpoint();
+    // After last.h5: on a full disk the run stays resumable rather than holding only best.h5.
+    if (write_best) write_checkpoint(dir_ + "/best.h5", *model_, *opt_, checkpoint_data());
     if (early_stopped_ || interrupted) break;
   }
   if (status == "paused") save_checkpoint();
