@@ -10,7 +10,6 @@
 #include <boost/program_options/errors.hpp>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,16 +20,15 @@
 namespace tri::fuzz {
 
 // A per-process file holding the current input; removed at exit.
+struct InputFile {
+  std::string path;
+  ~InputFile() { std::remove(path.c_str()); }
+};
+
 inline const std::string& input_path(const char* extension) {
-  static const std::string path = [&] {
-    std::string p = (std::filesystem::temp_directory_path() /
-                     ("trilemma-fuzz-" + std::to_string(getpid()) + extension)).string();
-    static std::string removed_at_exit;
-    removed_at_exit = p;
-    std::atexit([] { std::remove(removed_at_exit.c_str()); });
-    return p;
-  }();
-  return path;
+  static const InputFile file{(std::filesystem::temp_directory_path() /
+                               ("trilemma-fuzz-" + std::to_string(getpid()) + extension)).string()};
+  return file.path;
 }
 
 inline const std::string& write_input(const uint8_t* data, size_t size, const char* extension) {
