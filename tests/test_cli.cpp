@@ -111,6 +111,9 @@ TEST_CASE("cli: bad command lines exit 2 with one line naming the bad value") {
       {"bench gemm --sizes 64,x", "'x'"},
       {"bench gemm --repeats 0", "--repeats 0"},
       {"bench gemm --min-time -1", "--min-time -1"},
+      // Boost's messages would substitute these placeholders forever (a hang, found by fuzzing).
+      {"info --x%original_token%", "'%original_token%'"},
+      {"info --threads %value%", "'%value%'"},
   };
   for (const Bad& b : cases) {
     std::string args = b.args;
@@ -144,6 +147,13 @@ TEST_CASE("cli: --config sets options and the command line overrides them") {
   CHECK(r.code == 2);
   CHECK(count_lines(r.err) == 1);
   CHECK(r.err.find("no_such_key") != std::string::npos);
+
+  const fs::path looping = scratch("placeholder.ini");  // the fuzzer's input that hung, in short
+  write_text(looping, "threads = 1\nw1eiltg-decay %%%%original_token% = 2\n");
+  r = run("info --config '" + looping.string() + "'");
+  CHECK(r.code == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.find("%original_token%") != std::string::npos);
 
   const std::string missing = scratch("missing.ini").string();
   r = run("info --config '" + missing + "'");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <limits>
 #include <string>
@@ -120,17 +121,26 @@ std::string expected_value(const po::options_description& d, const std::string& 
 // Rewords Boost's parse errors as one line that names the bad token and what is allowed.
 [[noreturn]] void rethrow_parse_error(const po::error& e, const std::string& where,
                                       const po::options_description& d, const Command& cmd) {
-  std::string msg = e.what();
   if (auto* u = dynamic_cast<const po::unknown_option*>(&e))
-    msg = "unknown option '" + u->get_option_name() + "' (allowed: see `trilemma " + cmd.name +
-          " --help`)";
-  else if (auto* r = dynamic_cast<const po::required_option*>(&e))
-    msg = "missing " + r->get_option_name() + " (" + description_of(d, r->get_option_name()) + ")";
-  else if (dynamic_cast<const po::invalid_bool_value*>(&e))
+    throw UsageError(where + "unknown option '" + u->get_option_name() + "' (allowed: see `trilemma " +
+                     cmd.name + " --help`)");
+  if (auto* r = dynamic_cast<const po::required_option*>(&e))
+    throw UsageError(where + "missing " + r->get_option_name() + " (" + description_of(d, r->get_option_name()) + ")");
+  std::string msg = e.what();
+  if (dynamic_cast<const po::invalid_bool_value*>(&e))
     ;  // Boost's message already lists the accepted words
   else if (auto* v = dynamic_cast<const po::validation_error*>(&e))
     msg += expected_value(d, v->get_option_name());
   throw UsageError(where + msg);
+}
+
+// Boost's error messages replace each "%option%"-style placeholder by its text until none is
+// left, so an argument or a config line holding one would make what() loop forever (found by
+// fuzzing the config file): refused before Boost sees it.
+void refuse_boost_placeholders(const std::string& text, const std::string& where) {
+  for (const char* p : {"%canonical_option%", "%prefix%", "%option%", "%original_token%", "%value%"})
+    if (text.find(p) != std::string::npos)
+      throw UsageError(where + "'" + text + "' contains '" + p + "' (allowed: text without it)");
 }
 
 // --threads and --gemm, parsed into their struct and applied.
@@ -160,6 +170,7 @@ po::variables_map parse_options(const Command& cmd, const std::vector<std::strin
   // and no abbreviation can become ambiguous when a command gains an option.
   const int style = po::command_line_style::allow_long | po::command_line_style::long_allow_adjacent |
                     po::command_line_style::long_allow_next;
+  for (const std::string& a : args) refuse_boost_placeholders(a, "");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(cli_opts).positional(co.positional)
@@ -174,8 +185,14 @@ po::variables_map parse_options(const Command& cmd, const std::vector<std::strin
     if (!f || std::filesystem::is_directory(path))
       throw UsageError("--config '" + path + "' cannot be read (" +
                        (f ? "it is a directory" : std::strerror(errno)) + ")");
+    std::stringstream text;
+    text << f.rdbuf();
+    for (std::string line; std::getline(text, line);)
+      refuse_boost_placeholders(line, "config file '" + path + "': ");
+    text.clear();
+    text.seekg(0);
     try {
-      po::store(po::parse_config_file(f, file_opts), vm);
+      po::store(po::parse_config_file(text, file_opts), vm);
     } catch (const po::error& e) {
       rethrow_parse_error(e, "config file '" + path + "': ", file_opts, cmd);
     }
