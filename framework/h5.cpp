@@ -1,5 +1,5 @@
 #include "h5.hpp"
-#include "h5_legacy.hpp"
+#include "h5_checks.hpp"
 
 #include <hdf5.h>
 
@@ -68,7 +68,7 @@ void fix_superblock_checksum(std::vector<unsigned char>& image) {
 
 // A group's links and attributes kept in its object header, which the 1.10 format checksums,
 // however many there are; never in "dense" storage, whose fractal-heap blocks carry no checksum
-// and whose corruption crashes HDF5 1.10.8 (found by fuzzing the checkpoint reader).
+// and whose corruption crashes HDF5 1.10.8 (found by fuzzing; reading refuses it, h5_checks).
 bool compact_storage(hid_t group_create_plist) {
   return H5Pset_link_phase_change(group_create_plist, 65535, 0) >= 0 &&
          H5Pset_attr_phase_change(group_create_plist, 65535, 0) >= 0;
@@ -99,13 +99,9 @@ H5File::H5File(const std::string& filename, Mode mode) : filename_(filename), mo
                    : detail.empty()                      ? " (unreadable or not HDF5)"
                                                          : " (not HDF5, or corrupt: " + detail + ")"));
     }
-    if (is_legacy_format(file_)) {
-      const std::string problem = read_all_in_child(file_);
-      if (!problem.empty()) {
-        H5Fclose(file_);
-        throw Error("hdf5: " + filename + " is corrupt: " + problem +
-                    "; it is in HDF5's legacy format, which carries no checksums");
-      }
+    if (const std::string problem = unsafe_to_read(file_); !problem.empty()) {
+      H5Fclose(file_);
+      throw Error("hdf5: " + filename + " is unsupported or corrupt: " + problem);
     }
   } else {
     // Built in memory (the core driver) and written to disk by flush() in one go: a full disk
@@ -141,48 +137,21 @@ void H5File::flush() {
 }
 
 bool H5File::exists(const std::string& path) const {
-  // Check each prefix: H5Lexists fails on a path whose parent is missing. Each group is checked
-  // for dense storage (open_compact) before H5Lexists looks inside it.
-  Handle root{open_compact("/"), H5Oclose};
   if (path == "/") return true;
+  // Check each prefix: H5Lexists fails on a path whose parent is missing.
   size_t pos = 1;
   while (true) {
     size_t next = path.find('/', pos);
     std::string prefix = path.substr(0, next);
     if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
     if (next == std::string::npos) return true;
-    Handle group{open_compact(prefix), H5Oclose};
     pos = next + 1;
   }
 }
 
-int64_t H5File::open_compact(const std::string& obj) const {
-  const hid_t o = H5Oopen(file_, obj.c_str(), H5P_DEFAULT);
-  if (o < 0) return -1;
-  // Dense storage is what no writer of ours makes (compact_storage); its heap blocks carry no
-  // checksum and HDF5 crashes on some corrupt ones, so it is refused before HDF5 walks it.
-  H5O_info_t info;
-  H5G_info_t links;
-  const bool readable = H5Oget_info2(o, &info, H5O_INFO_BASIC | H5O_INFO_META_SIZE) >= 0 &&
-                        (info.type != H5O_TYPE_GROUP || H5Gget_info(o, &links) >= 0);
-  if (!readable) {
-    H5Oclose(o);
-    fail("corrupt: HDF5 cannot read the header of", obj);
-  }
-  const bool dense_attrs = info.meta_size.attr.heap_size > 0 || info.meta_size.attr.index_size > 0;
-  const bool dense_links = info.type == H5O_TYPE_GROUP && links.storage_type == H5G_STORAGE_TYPE_DENSE;
-  if (dense_attrs || dense_links) {
-    H5Oclose(o);
-    fail(std::string("unsupported or corrupt: HDF5 dense storage (no checksum) for the ") +
-             (dense_links ? "links" : "attributes") + " of",
-         obj);
-  }
-  return o;
-}
-
 std::vector<std::string> H5File::list(const std::string& group) const {
-  Handle g{open_compact(group), H5Oclose};
-  if (g.id < 0 || H5Iget_type(g.id) != H5I_GROUP) fail("no group", group);
+  Handle g{H5Gopen2(file_, group.c_str(), H5P_DEFAULT), H5Gclose};
+  if (g.id < 0) fail("no group", group);
   std::vector<std::string> names;
   H5Literate(g.id, H5_INDEX_NAME, H5_ITER_INC, nullptr,
              [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
@@ -388,12 +357,12 @@ void H5File::set_attr(const std::string& obj, const std::string& name, double v)
 
 bool H5File::has_attr(const std::string& obj, const std::string& name) const {
   if (!exists(obj)) return false;
-  Handle o{open_compact(obj), H5Oclose};
+  Handle o{open_obj(file_, obj), H5Oclose};
   return o.id >= 0 && H5Aexists(o.id, name.c_str()) > 0;
 }
 
 std::vector<std::string> H5File::attr_names(const std::string& obj) const {
-  Handle o{open_compact(obj), H5Oclose};
+  Handle o{open_obj(file_, obj), H5Oclose};
   if (o.id < 0) fail("no object", obj);
   std::vector<std::string> names;
   H5Aiterate2(o.id, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -406,11 +375,12 @@ std::vector<std::string> H5File::attr_names(const std::string& obj) const {
 }
 
 namespace {
-// Opens attribute name on the object o and checks its class; returns an invalid handle on
-// mismatch.
-hid_t open_attr(hid_t o, const std::string& name, H5T_class_t want, std::string& err) {
-  if (o < 0) { err = "no object"; return -1; }
-  hid_t a = H5Aopen(o, name.c_str(), H5P_DEFAULT);
+// Opens attribute name on obj and checks its class; returns an invalid handle on mismatch.
+hid_t open_attr(hid_t file, const std::string& obj, const std::string& name, H5T_class_t want,
+                std::string& err) {
+  Handle o{open_obj(file, obj), H5Oclose};
+  if (o.id < 0) { err = "no object"; return -1; }
+  hid_t a = H5Aopen(o.id, name.c_str(), H5P_DEFAULT);
   if (a < 0) { err = "missing attribute " + name + " on"; return -1; }
   Handle type{H5Aget_type(a), H5Tclose};
   if (H5Tget_class(type.id) != want) {
@@ -424,8 +394,7 @@ hid_t open_attr(hid_t o, const std::string& name, H5T_class_t want, std::string&
 
 std::string H5File::attr_string(const std::string& obj, const std::string& name) const {
   std::string err;
-  Handle o{open_compact(obj), H5Oclose};
-  Handle a{open_attr(o.id, name, H5T_STRING, err), H5Aclose};
+  Handle a{open_attr(file_, obj, name, H5T_STRING, err), H5Aclose};
   if (a.id < 0) fail(err, obj);
   Handle type{H5Aget_type(a.id), H5Tclose};
   if (H5Tis_variable_str(type.id) > 0) {  // h5py writes variable-length strings
@@ -447,8 +416,7 @@ std::string H5File::attr_string(const std::string& obj, const std::string& name)
 
 int64_t H5File::attr_int(const std::string& obj, const std::string& name) const {
   std::string err;
-  Handle o{open_compact(obj), H5Oclose};
-  Handle a{open_attr(o.id, name, H5T_INTEGER, err), H5Aclose};
+  Handle a{open_attr(file_, obj, name, H5T_INTEGER, err), H5Aclose};
   if (a.id < 0) fail(err, obj);
   int64_t v = 0;
   if (H5Aread(a.id, H5T_NATIVE_INT64, &v) < 0) fail("cannot read attribute " + name + " on", obj);
@@ -457,8 +425,7 @@ int64_t H5File::attr_int(const std::string& obj, const std::string& name) const 
 
 double H5File::attr_double(const std::string& obj, const std::string& name) const {
   std::string err;
-  Handle o{open_compact(obj), H5Oclose};
-  Handle a{open_attr(o.id, name, H5T_FLOAT, err), H5Aclose};
+  Handle a{open_attr(file_, obj, name, H5T_FLOAT, err), H5Aclose};
   if (a.id < 0) fail(err, obj);
   double v = 0;
   if (H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) < 0) fail("cannot read attribute " + name + " on", obj);

@@ -11,8 +11,9 @@
 namespace tri {
 
 // Mode::create builds the file in memory; flush() writes it to disk in one go (an error names
-// the file and the OS error). Datasets are chunked with
-// Fletcher-32 checksums and the metadata is checksummed too, so reading a flipped bit fails.
+// the file and the OS error). Datasets are chunked with Fletcher-32 checksums and the metadata
+// is checksummed too, so reading a flipped bit fails. Mode::read first checks that nothing HDF5
+// would crash on unchecked can be reached (h5_checks.hpp).
 class H5File {
  public:
   enum class Mode { read, create };  // create truncates
@@ -53,7 +54,6 @@ class H5File {
   Mode mode_;
   int64_t make_parents(const std::string& path);
   void check_stored(const std::string& path, int64_t count) const;  // allocation guard
-  int64_t open_compact(const std::string& obj) const;  // -1 when missing; refuses dense storage
   [[noreturn]] void fail(const std::string& what, const std::string& path) const;
 };
 

@@ -129,8 +129,8 @@ std::unique_ptr<H5File> open_checkpoint(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) bad(path, "no such file");
   try {
     return std::make_unique<H5File>(path, H5File::Mode::read);
-  } catch (const Error&) {
-    bad(path, "not a valid HDF5 file (truncated, corrupt or another format)");
+  } catch (const Error& e) {
+    bad(path, std::string("not a valid HDF5 file (truncated, corrupt or another format): ") + e.what());
   }
 }
 
@@ -165,10 +165,12 @@ int64_t file_bytes(const std::string& path) {
 constexpr int64_t kRoom = int64_t(64) << 20;  // 64-byte alignment per tensor, scratch buffers
 }  // namespace
 
-CheckpointSizeLimit::CheckpointSizeLimit(const std::string& path)
-    : TensorMemoryLimit(memory_live_bytes() + file_bytes(path) + kRoom,
+CheckpointSizeLimit::CheckpointSizeLimit(const std::string& path) : CheckpointSizeLimit(path, file_bytes(path)) {}
+
+CheckpointSizeLimit::CheckpointSizeLimit(const std::string& path, int64_t bytes)
+    : TensorMemoryLimit(memory_live_bytes() + bytes + kRoom,
                         "checkpoint " + path + ": its config declares a model larger than the file (" +
-                            std::to_string(file_bytes(path)) + " bytes) holds: corrupt") {}
+                            std::to_string(bytes) + " bytes) holds: corrupt") {}
 
 CheckpointData read_checkpoint_meta(const std::string& path) {
   return read_meta(*open_checkpoint(path), path);

@@ -1,4 +1,4 @@
-#include "h5_legacy.hpp"
+#include "h5_checks.hpp"
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -76,14 +77,13 @@ herr_t read_object(hid_t file, const char* name, const H5O_info_t* info, void*) 
   return 0;
 }
 
-}  // namespace
 
-bool is_legacy_format(int64_t file) {
+bool is_legacy_format(hid_t file) {
   H5F_info2_t info;
   return H5Fget_info2(file, &info) < 0 || info.super.version < 2;
 }
 
-std::string read_all_in_child(int64_t file) {
+std::string read_all_in_child(hid_t file) {
   const pid_t child = fork();
   if (child < 0) return "";  // cannot check: read it as HDF5 does
   if (child == 0) {
@@ -109,6 +109,49 @@ std::string read_all_in_child(int64_t file) {
   if (WIFSIGNALED(status)) return "reading it crashed HDF5 (signal " + std::to_string(WTERMSIG(status)) + ")";
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "reading it failed in HDF5";
   return "";
+}
+
+// The object at `path` and, for a group, everything below it: the first one whose header HDF5
+// cannot read or whose links or attributes are in dense storage. A group is listed only after
+// its own storage is checked; `seen` (header addresses) stops a crafted cycle of links.
+std::string find_dense_storage(hid_t file, const std::string& path, std::set<haddr_t>& seen) {
+  const hid_t o = H5Oopen(file, path.c_str(), H5P_DEFAULT);
+  if (o < 0) return "";  // a read that needs it reports it missing
+  H5O_info_t info;
+  H5G_info_t links;
+  std::vector<std::string> children;
+  std::string problem;
+  if (H5Oget_info2(o, &info, H5O_INFO_BASIC | H5O_INFO_META_SIZE) < 0 ||
+      (info.type == H5O_TYPE_GROUP && H5Gget_info(o, &links) < 0))
+    problem = "HDF5 cannot read the header of '" + path + "'";
+  else if (info.meta_size.attr.heap_size > 0 || info.meta_size.attr.index_size > 0)
+    problem = "the attributes of '" + path + "' are in HDF5's dense storage, which has no checksum";
+  else if (info.type == H5O_TYPE_GROUP && links.storage_type == H5G_STORAGE_TYPE_DENSE)
+    problem = "the links of '" + path + "' are in HDF5's dense storage, which has no checksum";
+  else if (info.type == H5O_TYPE_GROUP && seen.insert(info.addr).second)
+    H5Literate(o, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+               [](hid_t, const char* name, const H5L_info_t* l, void* out) -> herr_t {
+                 if (l->type == H5L_TYPE_HARD) static_cast<std::vector<std::string>*>(out)->push_back(name);
+                 return 0;
+               },
+               &children);
+  H5Oclose(o);
+  for (const std::string& child : children) {
+    if (!problem.empty()) break;
+    problem = find_dense_storage(file, (path == "/" ? "/" : path + "/") + child, seen);
+  }
+  return problem;
+}
+
+}  // namespace
+
+std::string unsafe_to_read(int64_t file) {
+  if (is_legacy_format(file)) {
+    const std::string problem = read_all_in_child(file);
+    return problem.empty() ? "" : problem + "; it is in HDF5's legacy format, which carries no checksums";
+  }
+  std::set<haddr_t> seen;
+  return find_dense_storage(file, "/", seen);
 }
 
 }  // namespace tri
