@@ -61,6 +61,9 @@ CheckpointData read_checkpoint_meta(const std::string& path);
 // Error naming the file, not an allocation.
 struct CheckpointSizeLimit : TensorMemoryLimit {
   explicit CheckpointSizeLimit(const std::string& path);
+
+ private:
+  CheckpointSizeLimit(const std::string& path, int64_t file_bytes);
 };
 
 }  // namespace tri

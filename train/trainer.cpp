@@ -198,15 +198,24 @@ CheckpointData Trainer::checkpoint_data() const {
 }
 
 void Trainer::save_checkpoint() {
-  const std::string last = dir_ + "/last.h5";
-  write_checkpoint(last, *model_, *opt_, checkpoint_data());
+  write_checkpoint(dir_ + "/last.h5", *model_, *opt_, checkpoint_data());
   last_checkpoint_step_ = step_;
   if (config_.run.keep > 0) {
     char name[32];
     std::snprintf(name, sizeof name, "/step-%07lld.h5", (long long)step_);
-    write_atomically(dir_ + name, [&](const std::string& tmp) { fs::copy_file(last, tmp); });
+    copy_last_checkpoint(dir_ + name);
     prune_step_checkpoints(dir_, config_.run.keep);
   }
+}
+
+void Trainer::save_best_checkpoint() {
+  const std::string best = dir_ + "/best.h5";
+  if (last_checkpoint_step_ == step_) copy_last_checkpoint(best);  // last.h5 holds this step
+  else write_checkpoint(best, *model_, *opt_, checkpoint_data());
+}
+
+void Trainer::copy_last_checkpoint(const std::string& path) const {
+  write_atomically(path, [&](const std::string& tmp) { fs::copy_file(dir_ + "/last.h5", tmp); });
 }
 
 void Trainer::write_summary(const std::string& status) const {
@@ -362,7 +371,7 @@ int Trainer::run(int64_t stop_at) {
     if (step_ % rs.checkpoint_every == 0 || step_ == rs.steps || early_stopped_ || interrupted)
       save_checkpoint();
     // After last.h5: on a full disk the run stays resumable rather than holding only best.h5.
-    if (write_best) write_checkpoint(dir_ + "/best.h5", *model_, *opt_, checkpoint_data());
+    if (write_best) save_best_checkpoint();
     if (early_stopped_ || interrupted) break;
   }
   if (status == "paused") save_checkpoint();

@@ -80,7 +80,9 @@ class Trainer {
   EvalResult evaluate();
   void evaluate_lengths_at_end();
   CheckpointData checkpoint_data() const;
-  void save_checkpoint();
+  void save_checkpoint();       // last.h5 (and step-N.h5 copies with --keep)
+  void save_best_checkpoint();  // best.h5 (a copy of last.h5 when that holds this step)
+  void copy_last_checkpoint(const std::string& path) const;
   void write_summary(const std::string& status) const;
 };
 
