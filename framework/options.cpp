@@ -276,13 +276,20 @@ class RangeChecker : public FieldVisitor {
 
 class KeyLister : public FieldVisitor {
  public:
+  explicit KeyLister(bool only_added_later) : only_added_later_(only_added_later) {}
   std::vector<std::string> keys;
-  void on(const IntSpec& f, int64_t&) override { keys.push_back(f.key); }
-  void on(const RealSpec& f, double&) override { keys.push_back(f.key); }
-  void on(const BoolSpec& f, bool&) override { keys.push_back(f.key); }
-  void on(const ChoiceSpec& f, std::string&) override { keys.push_back(f.key); }
-  void on(const IntListSpec& f, std::vector<int64_t>&) override { keys.push_back(f.key); }
-  void on(const TextSpec& f, std::string&) override { keys.push_back(f.key); }
+  void on(const IntSpec& f, int64_t&) override { add(f); }
+  void on(const RealSpec& f, double&) override { add(f); }
+  void on(const BoolSpec& f, bool&) override { add(f); }
+  void on(const ChoiceSpec& f, std::string&) override { add(f); }
+  void on(const IntListSpec& f, std::vector<int64_t>&) override { add(f); }
+  void on(const TextSpec& f, std::string&) override { add(f); }
+
+ private:
+  bool only_added_later_;
+  void add(const FieldSpec& f) {
+    if (!only_added_later_ || f.added_later) keys.push_back(f.key);
+  }
 };
 
 }  // namespace
@@ -309,7 +316,13 @@ void check_ranges(const Options& o) {
 }
 
 std::vector<std::string> field_keys(const Options& o) {
-  KeyLister k;
+  KeyLister k(false);
+  const_cast<Options&>(o).visit(k);
+  return k.keys;
+}
+
+std::vector<std::string> added_later_keys(const Options& o) {
+  KeyLister k(true);
   const_cast<Options&>(o).visit(k);
   return k.keys;
 }

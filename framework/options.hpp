@@ -154,6 +154,8 @@ void resolve_zeros(Options& o, const FieldLookup* outer = nullptr);
 void check_ranges(const Options& o);
 // The keys of every field, in visit order.
 std::vector<std::string> field_keys(const Options& o);
+// The keys of the fields marked FieldAge::added_later.
+std::vector<std::string> added_later_keys(const Options& o);
 
 // Shortest decimal text that reads back to exactly v; and parsers that accept exactly what the
 // writers write (plus true/false/yes/no/on/off for booleans).

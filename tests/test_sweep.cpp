@@ -1,6 +1,7 @@
 // trilemma sweep end to end on a tiny grid: it runs every run, skips finished ones, resumes an
 // interrupted one to the uninterrupted bits, records a failing run and goes on, two shards
-// give the table one whole sweep gives, and a bad grid is one line before any run starts.
+// give the table one whole sweep gives, a bad grid is one line before any run starts,
+// and run ids survive fields added to the config later.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -207,4 +208,32 @@ TEST_CASE("a bad grid is one line of error before any run starts") {
   const Run jobs = run("sweep '" + grid_file("ok", base).string() + "' --out x --threads 2 --jobs 3");
   CHECK(jobs.code == 2);
   CHECK(jobs.err.find("--jobs 3 is out of range (allowed: 1..2") != std::string::npos);
+}
+
+// The ids name the run folders a sweep skips when finished: a config field added later must
+// not rename every run of an existing sweep while it holds its default.
+TEST_CASE("a run id ignores a field added later while it holds its default") {
+  auto ids = [](const std::string& text) {
+    const Run r = run(sweep(grid_file("ids", text), scratch("ids"), " --dry-run"));
+    REQUIRE(r.code == 0);
+    std::vector<std::string> out;
+    for (const std::string& line : lines_of(r.out))
+      if (line.rfind("  ", 0) == 0) out.push_back(line.substr(2, line.find(' ', 2) - 2));
+    return out;
+  };
+  const std::vector<std::string> plain = ids(kGrid);
+  REQUIRE(plain.size() == 4);
+  CHECK(ids("on-nonfinite = stop\ndetect-anomaly = false\n" + std::string(kGrid)) == plain);
+  const std::vector<std::string> skip = ids("on-nonfinite = skip\n" + std::string(kGrid));
+  REQUIRE(skip.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(skip[i] != plain[i]);
+  // The committed quick sweep keeps its folders: its ids are those of results/quick/runs.
+  const fs::path source = TRILEMMA_SOURCE_DIR;
+  std::vector<std::string> committed;
+  for (const auto& e : fs::directory_iterator(source / "results" / "quick" / "runs"))
+    committed.push_back(e.path().filename().string());
+  std::vector<std::string> quick = ids(read_text(source / "experiments" / "quick.grid"));
+  std::sort(committed.begin(), committed.end());
+  std::sort(quick.begin(), quick.end());
+  CHECK(quick == committed);
 }

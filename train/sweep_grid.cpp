@@ -235,8 +235,13 @@ bool is_execution_key(const std::string& key) {
 }
 
 std::string run_id(const RunConfig& config) {
-  TextMap text;
+  TextMap text, defaults;
   write_text(config, text);
+  // A field added to the config later is left out while it holds its default, so the runs of
+  // an existing grid keep their ids (and folders) when the config gains a field.
+  write_text(RunConfig::of(config.model.family, config.task.task), defaults);
+  for (const std::string& k : added_later_keys(config))
+    if (text.at(k) == defaults.at(k)) text.erase(k);
   std::string canonical;
   for (const auto& [k, v] : text)
     if (!is_execution_key(k)) canonical += k + "=" + v + "\n";

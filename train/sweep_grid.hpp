@@ -49,7 +49,8 @@ Grid read_grid(const std::string& path, const TextMap& overrides = {});
 // of the id and may not appear in a grid (the sweep sets them).
 bool is_execution_key(const std::string& key);
 
-// The id of a resolved config: stable across grid edits, thread counts and output folders.
+// The id of a resolved config: stable across grid edits, thread counts, output folders and
+// fields added to the config later (while they hold their default).
 std::string run_id(const RunConfig& config);
 
 }  // namespace tri::cli
