@@ -102,6 +102,20 @@ float* grad_for_write(const Tensor& t, bool* fresh) {
   return t.grad_data_for_write(fresh);
 }
 
+void view_backward(const Tensor& x, const Tensor& out) {
+  if (!x.defined() || !x.requires_grad()) return;
+  const std::shared_ptr<TensorImpl>& g = out.impl()->grad;
+  if (!x.is_leaf() && !x.impl()->grad && g && g->shape.numel() == x.numel()) {
+    note_grad_written(x);
+    x.impl()->grad = Tensor(g).view(x.shape()).ptr();
+    return;
+  }
+  bool fresh;
+  float* gx = grad_for_write(x, &fresh);
+  const float* go = out.grad_data();
+  set_or_add_grad(gx, fresh, x.numel(), [go](int64_t i) { return go[i]; });
+}
+
 void set_detect_anomaly(bool on) {
   t_anomaly = on;
   t_first_anomaly.clear();

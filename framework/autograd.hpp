@@ -53,6 +53,12 @@ float* grad_of(const Tensor& t);
 // zeros gives, -0 included) instead of adding; this skips zeroing and re-reading it.
 float* grad_for_write(const Tensor& t, bool* fresh);
 
+// Backward of a view op (out holds x's elements in x's order): d x += d out. An intermediate
+// x with no gradient yet takes out's gradient buffer, viewed in x's shape, instead of a copy:
+// nothing reads d out after this op's backward (backward() drops it next). Leaves always get
+// their own buffer.
+void view_backward(const Tensor& x, const Tensor& out);
+
 // Element-wise d(i) into a gradient from grad_for_write: written when fresh, added otherwise.
 template <class D>
 void set_or_add_grad(float* grad, bool fresh, int64_t n, D d) {

@@ -29,11 +29,9 @@ Tensor reshape(const Tensor& x, const Shape& s) {
                 std::to_string(s.numel()) + ")");
   Tensor out = x.view(s);
   if (!needs_grad({x})) return out;
-  const int64_t n = x.numel();
-  record("reshape", out, {}, [x, n](const float* g) {
-    bool fresh;
-    float* gx = grad_for_write(x, &fresh);
-    set_or_add_grad(gx, fresh, n, [g](int64_t i) { return g[i]; });
+  // The closure holds out weakly: the tape's node owns it.
+  record("reshape", out, {}, [x, o = std::weak_ptr<TensorImpl>(out.ptr())](const float*) {
+    view_backward(x, Tensor(o.lock()));
   });
   return out;
 }

@@ -247,6 +247,27 @@ TEST_CASE("autograd: clear_tape drops recorded ops") {
   (void)stale;
 }
 
+// reshape's backward hands its gradient buffer to an intermediate input instead of copying it;
+// the sums must be those of copying: h = x * 2 reached through two reshapes.
+TEST_CASE("autograd: a reshape's gradient reaches its input whole, shared or added") {
+  clear_tape();
+  Tensor x = param({2, 6}, 3);
+  const Tensor h = mul_scalar(x, 2.f);  // an intermediate: the first reshape's backward hands over
+  const Tensor a = reshape(h, Shape{3, 4}), b = reshape(h, Shape{12});
+  const Tensor w = gradcheck::uniform({12}, 4);
+  // L = sum(a * 3) + sum(b * w): b's reshape runs first and hands d b = w over, a's adds 3.
+  backward(add(sum(mul_scalar(a, 3.f)), sum(mul(b, w))));
+  REQUIRE(x.grad().defined());
+  for (int64_t i = 0; i < 12; ++i) CHECK(x.grad().data()[i] == 2.f * (w.data()[i] + 3.f));
+  // A leaf keeps its own buffer: a reshape of a parameter copies its gradient.
+  Tensor p = param({4}, 5);
+  const Tensor r = reshape(p, Shape{2, 2});
+  backward(sum(mul_scalar(r, 2.f)));
+  for (int64_t i = 0; i < 4; ++i) CHECK(p.grad().data()[i] == 2.f);
+  p.zero_grad();
+  CHECK(p.grad().data()[0] == 0.f);
+}
+
 TEST_CASE("autograd: views share storage and the version counter") {
   Tensor x = gradcheck::uniform({4, 3}, 9);
   Tensor v = x.view(Shape{12});
