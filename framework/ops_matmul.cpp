@@ -169,34 +169,37 @@ void residual_backward(const float* g, const LinearDims& d, const Tensor& residu
     set_or_add_grad(gr, fresh, d.rows * d.outf, [g](int64_t i) { return g[i]; });
 }
 
+// d bias += the column sums of g [rows, outf].
+void bias_backward(const float* g, const LinearDims& d, float* gb) {
+  // Columns in blocks of 16 across threads, rows in order within each: the same sums at
+  // any thread count.
+  // Sums in registers, added to gb once (onto a zero gb: the same bits as adding row by row).
+  const int64_t blocks = (d.outf + 15) / 16;
+#pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    const int64_t j0 = jb * 16, width = std::min<int64_t>(16, d.outf - j0);
+    float acc[16] = {};
+    if (width == 16) {
+      for (int64_t r = 0; r < d.rows; ++r) {
+        const float* gr = g + r * d.outf + j0;
+#pragma omp simd
+        for (int64_t j = 0; j < 16; ++j) acc[j] += gr[j];
+      }
+    } else {
+      for (int64_t r = 0; r < d.rows; ++r)
+        for (int64_t j = 0; j < width; ++j) acc[j] += g[r * d.outf + j0 + j];
+    }
+    for (int64_t j = 0; j < width; ++j) gb[j0 + j] += acc[j];
+  }
+}
+
 // Adds d x (when gx), d w and d bias (when theirs are wanted) of out = x w^T + bias, given g.
 // gx_fresh: gx is uninitialised (grad_for_write), so the GEMM sets it (beta 0).
 void linear_backward(const float* g, const float* x, const LinearDims& d, const Tensor& w, const Tensor& bias,
                      float* gx, bool gx_fresh = false) {
   if (gx) sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, gx_fresh ? 0.f : 1.f, gx, d.in);
   if (float* gw = grad_of(w)) sgemm(true, false, d.outf, d.in, d.rows, 1.f, g, d.outf, x, d.in, 1.f, gw, d.in);
-  if (float* gb = grad_of(bias)) {
-    // Columns in blocks of 16 across threads, rows in order within each: the same sums at
-    // any thread count.
-    // Sums in registers, added to gb once (onto a zero gb: the same bits as adding row by row).
-    const int64_t blocks = (d.outf + 15) / 16;
-#pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
-    for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, d.outf - j0);
-      float acc[16] = {};
-      if (width == 16) {
-        for (int64_t r = 0; r < d.rows; ++r) {
-          const float* gr = g + r * d.outf + j0;
-#pragma omp simd
-          for (int64_t j = 0; j < 16; ++j) acc[j] += gr[j];
-        }
-      } else {
-        for (int64_t r = 0; r < d.rows; ++r)
-          for (int64_t j = 0; j < width; ++j) acc[j] += g[r * d.outf + j0 + j];
-      }
-      for (int64_t j = 0; j < width; ++j) gb[j0 + j] += acc[j];
-    }
-  }
+  if (float* gb = grad_of(bias)) bias_backward(g, d, gb);
 }
 
 // gelu(h) as a tensor of h's shape, not recorded.
@@ -208,6 +211,40 @@ Tensor gelu_values(const Tensor& h) {
 #pragma omp parallel for simd schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) pa[i] = gelu_value(ph[i]);
   return a;
+}
+
+// gelu_linear's backward, over blocks of rows: d w += g^T gelu(h) and d h += (g w) * gelu'(h),
+// with gelu and gelu' from one erf per element, and only a block of gelu(h) held at a time (the
+// step's peak memory is in this backward, with d h). Blocks of a fixed row count: the same sums
+// at any thread count.
+void gelu_linear_backward(const float* g, const Tensor& h, const LinearDims& d, const Tensor& w,
+                          const Tensor& bias) {
+  if (float* gb = grad_of(bias)) bias_backward(g, d, gb);
+  float* gw = grad_of(w);
+  bool fresh;
+  float* gh = grad_for_write(h, &fresh);
+  if (!gw && !gh) return;
+  const int64_t block = std::min(d.rows, std::max<int64_t>(64, (int64_t(1) << 20) / d.in));
+  Tensor value = Tensor::empty(Shape{block, d.in});
+  Tensor slope = gh && !fresh ? Tensor::empty(Shape{block, d.in}) : Tensor();
+  for (int64_t r0 = 0; r0 < d.rows; r0 += block) {
+    const int64_t n = std::min(block, d.rows - r0) * d.in;
+    const float *hb = h.data() + r0 * d.in, *gb = g + r0 * d.outf;
+    float *vb = value.data(), *sb = !gh ? nullptr : fresh ? gh + r0 * d.in : slope.data();
+    if (sb) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) gelu_value_and_derivative(hb[i], vb[i], sb[i]);
+    } else {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+      for (int64_t i = 0; i < n; ++i) vb[i] = gelu_value(hb[i]);
+    }
+    const int64_t rows = n / d.in;
+    if (gw) sgemm(true, false, d.outf, d.in, rows, 1.f, gb, d.outf, vb, d.in, 1.f, gw, d.in);
+    if (!gh) continue;
+    sgemm(false, false, rows, d.in, d.outf, 1.f, gb, d.outf, w.data(), d.in, 0.f, vb, d.in);  // d gelu(h)
+    float* ghb = gh + r0 * d.in;
+    set_or_add_grad(ghb, fresh, n, [vb, sb](int64_t i) { return vb[i] * sb[i]; });
+  }
 }
 
 }  // namespace
@@ -233,18 +270,7 @@ Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias, const T
   if (!needs_grad({h, w, bias, residual})) return out;
   record("gelu_linear", out, {h, w}, [h, w, bias, residual, d](const float* g) {
     residual_backward(g, d, residual);
-    // d w from the recomputed gelu(h) first, then d h: one d_ff-wide buffer at a time (the
-    // step's peak memory is in this backward). When h has no gradient yet, d gelu(h) is
-    // computed in its gradient buffer and scaled there.
-    if (grad_of(w) || grad_of(bias)) linear_backward(g, gelu_values(h).data(), d, w, bias, nullptr);
-    bool fresh;
-    if (float* gh = grad_for_write(h, &fresh)) {
-      Tensor tmp = fresh ? Tensor() : Tensor::empty(h.shape());
-      float* da = fresh ? gh : tmp.data();
-      sgemm(false, false, d.rows, d.in, d.outf, 1.f, g, d.outf, w.data(), d.in, 0.f, da, d.in);
-      const float* ph = h.data();
-      set_or_add_grad(gh, fresh, h.numel(), [=](int64_t i) { return da[i] * gelu_derivative(ph[i]); });
-    }
+    gelu_linear_backward(g, h, d, w, bias);
   });
   return out;
 }
