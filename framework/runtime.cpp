@@ -1,4 +1,5 @@
 #include "runtime.hpp"
+#include "distributed.hpp"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -227,6 +228,8 @@ RuntimeInfo runtime_info() {
   r.logical_cpus = hc ? int(hc) : 1;
   r.cpu_model = cpu_model_name();
   r.cpu_features = cpu_vector_features();
+  r.mpi = dist::mpi_library();
+  r.ranks = dist::size();
   return r;
 }
 
@@ -250,7 +253,9 @@ std::string runtime_banner() {
     << "threads: " << r.threads << " (physical cores " << r.physical_cores << ", logical cpus "
     << r.logical_cpus << ")\n"
     << "cpu: " << r.cpu_model << "\n"
-    << "cpu features: " << r.cpu_features << "\n";
+    << "cpu features: " << r.cpu_features << "\n"
+    << "mpi: " << (r.mpi.empty() ? "not built in (one process per run; install libopenmpi-dev and rebuild)" : r.mpi)
+    << (r.ranks > 1 ? ", " + std::to_string(r.ranks) + " ranks" : "") << "\n";
   std::string w = runtime_warning();
   if (!w.empty()) {
     s << "WARNING: " << w << "\n";
@@ -265,7 +270,8 @@ std::string runtime_summary() {
                   (r.gemm_backend == "dnnl" ? "oneDNN " + r.dnnl_version + " (" + r.dnnl_isa + ")"
                                             : "OpenBLAS (" + r.openblas_core + " kernel)") +
                   ", " + std::to_string(r.threads) + " thread" + (r.threads == 1 ? "" : "s") + " of " +
-                  std::to_string(r.physical_cores) + " physical cores, " + r.cpu_model;
+                  std::to_string(r.physical_cores) + " physical cores, " + r.cpu_model +
+                  (r.ranks > 1 ? ", " + std::to_string(r.ranks) + " MPI ranks" : "");
   const std::string w = runtime_warning();
   if (!w.empty()) {
     s += "\nWARNING: " + w;

@@ -23,6 +23,8 @@ struct RuntimeInfo {
   int logical_cpus;
   std::string cpu_model;
   std::string cpu_features;       // the vector ISA flags this build and CPU have
+  std::string mpi;                // the MPI library, "" when this build has none
+  int ranks;                      // MPI ranks of this job (1 outside mpirun)
 };
 
 // Row-major C = alpha * op(A) op(B) + beta * C on the selected backend.

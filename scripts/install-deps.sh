@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libopenblas-dev libdnnl-dev libboost-program-options-dev
-          doctest-dev libhdf5-dev nlohmann-json3-dev gnuplot-nox)
+          doctest-dev libhdf5-dev nlohmann-json3-dev gnuplot-nox openmpi-bin libopenmpi-dev)
 case "${1:-}" in
   --test) packages+=(python3 python3-torch python3-h5py python3-numpy libtcmalloc-minimal4) ;;
   --fuzz) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev) ;;

@@ -80,18 +80,22 @@ inline std::string json_value(const fs::path& file, const std::string& key) {
 }
 
 // Starts the binary in the background with output to files and `env` (NAME=value) added to its
-// environment; returns its pid.
-inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log, const std::string& env = "") {
+// environment; returns its pid. With a `launcher` (e.g. mpirun and its options), the launcher
+// starts the binary.
+inline pid_t spawn(const std::vector<std::string>& args, const fs::path& log, const std::string& env = "",
+                   const std::vector<std::string>& launcher = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (!env.empty()) putenv(const_cast<char*>(env.c_str()));
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
-    std::vector<char*> argv{const_cast<char*>(TRILEMMA_BINARY)};
+    std::vector<char*> argv;
+    for (const std::string& a : launcher) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(const_cast<char*>(TRILEMMA_BINARY));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(TRILEMMA_BINARY, argv.data());
+    execv(argv[0], argv.data());
     _exit(127);
   }
   return pid;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/distributed.hpp"
 #include "train/cli.hpp"
 #include "train/cli_options.hpp"
 
@@ -246,8 +247,13 @@ int fail(const char* what, int code) {
   for (char& c : line)
     if (c == '\n') c = ' ';
   std::fflush(stdout);
-  std::fprintf(stderr, "trilemma: %s\n", line.c_str());
-  return code;
+  if (dist::size() == 1) {
+    std::fprintf(stderr, "trilemma: %s\n", line.c_str());
+    return code;
+  }
+  // One rank of an MPI job: the others may wait for it in a collective, so the job ends here.
+  std::fprintf(stderr, "trilemma (rank %d of %d): %s\n", dist::rank(), dist::size(), line.c_str());
+  dist::abort(code);
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ Json info_json() {
           {"logical_cpus", r.logical_cpus},
           {"cpu_model", r.cpu_model},
           {"cpu_features", r.cpu_features},
+          {"mpi", r.mpi.empty() ? Json() : Json(r.mpi)},
+          {"mpi_ranks", r.ranks},
           {"warning", warning.empty() ? Json() : Json(warning)}};
 }
 }  // namespace

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "framework/distributed.hpp"
 #include "framework/runtime.hpp"
 #include "train/atomic_file.hpp"
 #include "train/cli.hpp"
@@ -96,11 +97,24 @@ RunConfig resumed_run(const po::variables_map& vm, const std::string& dir, const
     c.validate();
     return 0;
   });
-  if (c.runtime.threads != std::stoll(saved.at("threads")))
+  if (c.runtime.threads != std::stoll(saved.at("threads")) && dist::rank() == 0)
     std::fprintf(stderr, "note: resuming with %lld threads, the run used %s: the last bits may differ\n",
                  (long long)c.runtime.threads, saved.at("threads").c_str());
   c.run.out = dir;
   return c;
+}
+
+// A job of P ranks: each takes batch / P rows of every batch, with its own --threads.
+void check_ranks(const RunConfig& c) {
+  const int64_t P = dist::size();
+  if (c.run.batch < P)
+    throw UsageError("--batch " + std::to_string(c.run.batch) + " is smaller than the " + std::to_string(P) +
+                     " MPI ranks (allowed: a global batch of at least one row per rank)");
+  const int64_t cores = runtime_info().physical_cores, local = dist::local_size();
+  if (dist::rank() == 0 && local * c.runtime.threads > cores)
+    std::fprintf(stderr, "note: %lld ranks x %lld threads on this machine, which has %lld cores: oversubscribed, "
+                 "slower than %lld x %lld (set --threads)\n", (long long)local, (long long)c.runtime.threads,
+                 (long long)cores, (long long)local, (long long)std::max<int64_t>(1, cores / local));
 }
 
 }  // namespace
@@ -137,19 +151,24 @@ int run_train(const po::variables_map& vm) {
   if (vm.count("stop-at") && stop_at < 0)
     throw UsageError("--stop-at " + std::to_string(stop_at) + " is negative (allowed: a step, 0 = before the first)");
 
+  // Under mpirun: one of P ranks, each with a slice of every batch; rank 0 prints and writes.
+  dist::init();
+  const bool writer = dist::rank() == 0;
+  if (!writer && !std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence the output of rank " + std::to_string(dist::rank()));
   RunConfig config;
   std::string checkpoint;
   std::optional<FolderLock> lock;  // one process per run folder, from before its files are read
   if (vm.count("resume")) {
     const std::string dir = vm["resume"].as<std::string>();
     if (!fs::is_directory(dir)) throw UsageError("--resume '" + dir + "' is not a folder (allowed: a run folder)");
-    lock.emplace(dir, ".lock", "run folder");
+    if (writer) lock.emplace(dir, ".lock", "run folder");
     checkpoint = dir + "/last.h5";
     config = resumed_run(vm, dir, read_checkpoint_meta(checkpoint));
   } else {
     config = new_run(vm);
   }
   config.runtime.apply();
+  if (dist::size() > 1) check_ranks(config);
   const std::string dir = config.run.out;
   std::optional<CheckpointSizeLimit> limit;  // a resumed model is no larger than its checkpoint
   if (!checkpoint.empty()) limit.emplace(checkpoint);
@@ -157,6 +176,8 @@ int run_train(const po::variables_map& vm) {
   if (!checkpoint.empty()) trainer.resume(checkpoint);
   limit.reset();
   trainer.set_profile(vm["profile"].as<bool>());
+  dist::barrier();  // every rank has checked the folder before rank 0 writes into it
+  if (!writer) return trainer.run(stop_at);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the run folder " + dir + ": " + ec.message());

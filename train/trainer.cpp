@@ -4,9 +4,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/distributed.hpp"
 #include "framework/profile.hpp"
 #include "framework/rng.hpp"
 #include "framework/stats.hpp"
@@ -96,6 +98,46 @@ void prune_step_checkpoints(const std::string& dir, int64_t keep) {
   for (size_t i = 0; i + size_t(keep) < files.size(); ++i) fs::remove(files[i]);
 }
 
+// Rows [lo, hi) of a batch: this rank's slice of the global batch.
+Batch rows_of(const Batch& b, int64_t lo, int64_t hi) {
+  const int64_t T = b.inputs.shape()[1], n = hi - lo;
+  auto slice = [&](const IntTensor& t) {
+    return IntTensor(Shape{n, T}, {t.data() + lo * T, t.data() + hi * T});
+  };
+  Batch r{slice(b.inputs), slice(b.targets), {b.mask.begin() + lo * T, b.mask.begin() + hi * T}, {}};
+  if (!b.group.empty()) r.group.assign(b.group.begin() + lo, b.group.begin() + hi);
+  return r;
+}
+
+int64_t scored(const Batch& b) {
+  int64_t n = 0;
+  for (uint8_t m : b.mask) n += m;
+  return n;
+}
+
+// Sums every defined gradient and `loss` over the ranks, through one flat buffer.
+float all_reduce_gradients(const std::vector<Parameter>& params, float loss) {
+  int64_t n = 1;
+  for (const Parameter& p : params)
+    if (p.tensor.grad().defined()) n += p.tensor.numel();
+  std::vector<float> flat(static_cast<size_t>(n));
+  int64_t at = 0;
+  for (const Parameter& p : params)
+    if (const Tensor g = p.tensor.grad(); g.defined()) at = std::copy(g.data(), g.data() + g.numel(), flat.begin() + at) - flat.begin();
+  flat[size_t(at)] = loss;
+  {
+    ProfilePhase phase("allreduce");
+    dist::allreduce_sum(flat.data(), n);
+  }
+  at = 0;
+  for (const Parameter& p : params)
+    if (const Tensor g = p.tensor.grad(); g.defined()) {
+      std::copy(flat.begin() + at, flat.begin() + at + g.numel(), g.data());
+      at += g.numel();
+    }
+  return flat[size_t(at)];
+}
+
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model) {
@@ -143,6 +185,10 @@ void Trainer::resume(const std::string& checkpoint) {
   elapsed_before_ = run_value("elapsed_s", 0);
   skipped_steps_ = int64_t(run_value("skipped_steps", 0));
   last_checkpoint_step_ = d.step;
+  const int64_t ranks = int64_t(run_value("ranks", 1));
+  if (ranks != dist::size() && dist::rank() == 0)
+    std::fprintf(stderr, "note: resuming with %d MPI rank(s), the run used %lld: the same batches, but the gradient sums "
+                 "group differently, so the bits differ from a run that keeps its ranks\n", dist::size(), (long long)ranks);
 }
 
 double Trainer::elapsed() const {
@@ -193,11 +239,16 @@ CheckpointData Trainer::checkpoint_data() const {
            {"best_step", double(best_step_)},
            {"early_stopped", early_stopped_ ? 1.0 : 0.0},
            {"elapsed_s", elapsed()},
-           {"skipped_steps", double(skipped_steps_)}};
+           {"skipped_steps", double(skipped_steps_)},
+           {"ranks", double(dist::size())}};
   return d;
 }
 
 void Trainer::save_checkpoint() {
+  if (dist::rank() != 0) {  // every rank holds the same state; rank 0 writes it
+    last_checkpoint_step_ = step_;
+    return;
+  }
   write_checkpoint(dir_ + "/last.h5", *model_, *opt_, checkpoint_data());
   last_checkpoint_step_ = step_;
   if (config_.run.keep > 0) {
@@ -209,6 +260,7 @@ void Trainer::save_checkpoint() {
 }
 
 void Trainer::save_best_checkpoint() {
+  if (dist::rank() != 0) return;
   const std::string best = dir_ + "/best.h5";
   if (last_checkpoint_step_ == step_) copy_last_checkpoint(best);  // last.h5 holds this step
   else write_checkpoint(best, *model_, *opt_, checkpoint_data());
@@ -219,6 +271,7 @@ void Trainer::copy_last_checkpoint(const std::string& path) const {
 }
 
 void Trainer::write_summary(const std::string& status) const {
+  if (dist::rank() != 0) return;
   const double sec = elapsed();
   Json j;
   j["status"] = status;
@@ -256,9 +309,14 @@ int Trainer::run(int64_t stop_at) {
   early_stopped_ = false;
   set_detect_anomaly(rs.detect_anomaly);
   StopSignals signals;
-  MetricsLog log(dir_, step_ > 0 ? step_ : -1);
-  Progress progress(rs.progress, step_, rs.steps);
+  // Rank 0 prints, logs and writes every file; the other ranks only compute.
+  const int rank = dist::rank(), ranks = dist::size();
+  std::optional<MetricsLog> log;
+  if (rank == 0) log.emplace(dir_, step_ > 0 ? step_ : -1);
+  Progress progress(rank == 0 ? rs.progress : "none", step_, rs.steps);
   const int64_t B = rs.batch, T = config_.task.length();
+  // This rank's rows of every global batch: the data a run sees does not depend on P.
+  const int64_t row_lo = B * rank / ranks, row_hi = B * (rank + 1) / ranks;
   const std::vector<Parameter> params = model_->parameters();
   std::printf("training %s on %s: %lld parameters, steps %lld..%lld, batch %lld x %lld tokens\n",
               config_.model.family.c_str(), config_.task.task.c_str(), (long long)model_->num_parameters(),
@@ -283,13 +341,19 @@ int Trainer::run(int64_t stop_at) {
     }
     profile_mark();
     take_anomaly();  // a step's report names only that step's ops
+    Batch global;
     const Batch batch = [&] {
       ProfilePhase p("make_batch");
-      return make_batch(config_.task, train_stream_, uint64_t(step_), B);
+      global = make_batch(config_.task, train_stream_, uint64_t(step_), B);
+      return ranks > 1 ? rows_of(global, row_lo, row_hi) : global;
     }();
     const Tensor logits = model_->forward(batch.inputs);
-    const Tensor loss = cross_entropy(logits, batch.targets);
+    Tensor loss = cross_entropy(logits, batch.targets);
+    // With P ranks each loss is its share of the global batch's mean (scored positions here
+    // over all scored positions), so the summed gradients are those of the global mean.
+    if (ranks > 1) loss = mul_scalar(loss, float(double(scored(batch)) / double(scored(global))));
     backward(loss);
+    const float loss_value = ranks > 1 ? all_reduce_gradients(params, loss.item()) : loss.item();
     double grad_norm;
     {
       ProfilePhase p("clip_grad_norm");
@@ -298,7 +362,7 @@ int Trainer::run(int64_t stop_at) {
     const double lr = schedule_->lr_at(step_);
     // A NaN or Inf in the loss or in any gradient (their joint norm) never reaches the weights:
     // the step is skipped, or the run stops with the last checkpoint as it was.
-    if (const double lv = loss.item(); !std::isfinite(lv) || !std::isfinite(grad_norm)) {
+    if (const double lv = loss_value; !std::isfinite(lv) || !std::isfinite(grad_norm)) {
       const std::string origin = take_anomaly();
       const std::string what =
           "step " + std::to_string(step_ + 1) + ": " +
@@ -325,16 +389,21 @@ int Trainer::run(int64_t stop_at) {
     ++step_;
     tokens_seen_ += B * T;
     ++interval_steps;
-    last_loss_ = loss.item();
+    last_loss_ = loss_value;
 
     const double sec = std::chrono::duration<double>(Clock::now() - interval_start).count();
     const bool log_due = step_ % rs.log_every == 0 || step_ == rs.steps;
     // The argmax over B*T*V logits only for logged steps; the bar shows the last logged one.
-    if (log_due) train_acc = token_accuracy(logits, batch.targets).value();
+    if (log_due) {
+      const Accuracy a = token_accuracy(logits, batch.targets);
+      int64_t counts[2] = {a.correct, a.total};
+      dist::allreduce_sum(counts, 2);
+      train_acc = Accuracy{counts[0], counts[1]}.value();
+    }
     MetricsRow row{step_, "train", last_loss_, train_acc, NAN, grad_norm, lr, 1e3 * sec / double(interval_steps),
                    double(interval_steps * B * T) / sec, elapsed()};
     if (log_due) {
-      log.append(row);
+      if (log) log->append(row);
       interval_ms_.push_back(row.ms_per_step);
       interval_start = Clock::now();
       interval_steps = 0;
@@ -356,7 +425,7 @@ int Trainer::run(int64_t stop_at) {
       eval_row.acc = score.token_acc;
       eval_row.seq_acc = score.seq_acc;
       eval_row.elapsed_s = elapsed();
-      log.append(eval_row);
+      if (log) log->append(eval_row);
       progress.message("eval step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", score.token_acc) +
                        "  seq_acc " + fmt("%.4f", score.seq_acc) + "  loss " + fmt("%.4f", score.loss) +
                        (best ? "  (best)" : ""));
@@ -365,7 +434,10 @@ int Trainer::run(int64_t stop_at) {
       interval_steps = 0;
     }
     wait_for_signal_if_asked(step_);
-    const bool interrupted = g_stop_signal != 0;
+    // A signal to any rank stops every rank after this step.
+    int64_t signalled = g_stop_signal != 0;
+    dist::allreduce_sum(&signalled, 1);
+    const bool interrupted = signalled != 0;
     if (early_stopped_) status = "early_stop";
     if (interrupted) status = "interrupted";
     if (step_ % rs.checkpoint_every == 0 || step_ == rs.steps || early_stopped_ || interrupted)
@@ -391,8 +463,9 @@ int Trainer::run(int64_t stop_at) {
   std::printf("\nparams_fnv1a %s\nrun folder %s (last.h5, best.h5, metrics.jsonl, metrics.csv, summary.json)\n",
               hex64(model_->parameters_fnv1a()).c_str(), dir_.c_str());
   if (status == "interrupted" || status == "paused")
-    std::printf("continue with: trilemma train --resume %s\n", dir_.c_str());
-  return status == "interrupted" ? 128 + int(g_stop_signal) : 0;
+    std::printf("continue with: %strilemma train --resume %s\n",
+                ranks > 1 ? ("mpirun -np " + std::to_string(ranks) + " ").c_str() : "", dir_.c_str());
+  return status == "interrupted" ? 128 + int(g_stop_signal != 0 ? g_stop_signal : SIGTERM) : 0;
 }
 
 }  // namespace tri::cli

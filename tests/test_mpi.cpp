@@ -1,0 +1,184 @@
+// Data-parallel training over MPI, through mpirun on this machine: P = 2 reaches the parameters
+// of P = 1 on the same global batches, deterministically; SIGTERM stops every rank after one
+// step and --resume continues to the uninterrupted bits (another P continues too); a rank that
+// dies ends the whole job with mpirun's message instead of a hang.
+// Built only when MPI was found (tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "tests/run_binary.hpp"
+
+namespace {
+
+using namespace trilemma_test;
+
+// mpirun on loopback: root allowed (containers), more ranks than cores allowed, no binding
+// (each rank runs one thread), no single-copy transfers (they need ptrace rights).
+std::vector<std::string> launcher(int ranks) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  return {TRILEMMA_MPIEXEC, "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none",
+          "--mca", "btl_vader_single_copy_mechanism", "none"};
+}
+std::string mpirun(int ranks) {
+  std::string s;
+  for (const std::string& a : launcher(ranks)) s += "'" + a + "' ";
+  return s;
+}
+
+// A small MQAR run whose global batch of 16 rows splits over the ranks; one thread per rank.
+std::string small_run(const fs::path& out, int64_t steps, const std::string& extra = "") {
+  return "train --model attention --task mqar --seq-len 32 --num-kv-pairs 4 --vocab 64 --d-model 32 --batch 16 "
+         "--steps " + std::to_string(steps) + " --eval-every 10 --log-every 10 --threads 1 --progress none --out '" +
+         out.string() + "'" + extra;
+}
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
+  return out;
+}
+
+// || a - b || / || a - start || over every parameter of the checkpoints: the difference in
+// units of the distance training moved the weights.
+double relative_difference(const fs::path& a, const fs::path& b, const fs::path& start) {
+  const std::string script =
+      "import h5py, numpy as np, sys\n"
+      "def load(f):\n"
+      "    out = {}\n"
+      "    with h5py.File(f) as h:\n"
+      "        h['model'].visititems(lambda n, o: out.__setitem__(n, o[()].astype(np.float64)) if isinstance(o, h5py.Dataset) else None)\n"
+      "    return out\n"
+      "a, b, s = (load(f) for f in sys.argv[1:4])\n"
+      "print(np.sqrt(sum(((a[k] - b[k]) ** 2).sum() for k in a) / sum(((a[k] - s[k]) ** 2).sum() for k in a)))\n";
+  write_text(scratch("reldiff.py"), script);
+  const std::string out = capture("/usr/bin/python3 '" + scratch("reldiff.py").string() + "' '" + a.string() +
+                                  "' '" + b.string() + "' '" + start.string() + "'");
+  return std::stod(out);
+}
+
+// The value of `key` in the metrics row of `split` at `step` (metrics.jsonl).
+double metric(const fs::path& dir, int64_t step, const std::string& split, const std::string& key) {
+  return std::stod(capture("/usr/bin/python3 -c 'import json, sys\nfor l in open(sys.argv[1]):\n    r = json.loads(l)\n"
+                           "    if r[\"step\"] == " + std::to_string(step) + " and r[\"split\"] == \"" + split +
+                           "\": print(r[\"" + key + "\"])' '" + (dir / "metrics.jsonl").string() + "'"));
+}
+
+void wait_for(const fs::path& log, const std::string& text, int times = 1) {
+  auto count = [&] {
+    const std::string s = read_text(log);
+    int n = 0;
+    for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + 1)) ++n;
+    return n;
+  };
+  for (int i = 0; i < 12000 && count() < times; ++i)  // 120 s at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(count() >= times);
+}
+
+}  // namespace
+
+TEST_CASE("mpi: P = 2 trains to the parameters of P = 1 on the same global batches, the same bits every time") {
+  const fs::path start = scratch("p-start"), one = scratch("p1"), two = scratch("p2"), again = scratch("p2-again");
+  REQUIRE(run(small_run(start, 20, " --stop-at 0")).code == 0);
+  REQUIRE(run(small_run(one, 20)).code == 0);
+  const Run r = run(small_run(two, 20), mpirun(2));
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("2 MPI ranks") != std::string::npos);
+  CHECK(count_lines(r.err) == 0);
+  REQUIRE(run(small_run(again, 20), mpirun(2)).code == 0);
+  // Deterministic for a given P: the sums over ranks run in rank order.
+  CHECK(json_value(two / "summary.json", "params_fnv1a") == json_value(again / "summary.json", "params_fnv1a"));
+  // P = 2 sums two half-batch gradients where P = 1 sums all rows in one GEMM: the same
+  // numbers grouped differently, float32 rounding apart (measured 7e-7 of the distance the
+  // weights moved). A wrong slice, a rank's batch used twice or a missing rank moves them by
+  // O(0.1); 1e-4 leaves room for other kernels' rounding.
+  CHECK(relative_difference(two / "last.h5", one / "last.h5", start / "last.h5") < 1e-4);
+  // Adam hides a gradient's scale, the logged loss and gradient norm do not: the global mean.
+  for (const char* key : {"loss", "grad_norm"}) {
+    CAPTURE(key);
+    CHECK(metric(two, 20, "train", key) == doctest::Approx(metric(one, 20, "train", key)).epsilon(1e-5));
+  }
+  CHECK(metric(two, 20, "eval", "acc") == doctest::Approx(metric(one, 20, "eval", "acc")).epsilon(0.02));
+  // Rank 0 alone writes: the metrics rows of one run.
+  CHECK(count_lines(read_text(two / "metrics.jsonl")) == count_lines(read_text(one / "metrics.jsonl")));
+  CHECK(json_value(two / "summary.json", "tokens_seen") == json_value(one / "summary.json", "tokens_seen"));
+}
+
+TEST_CASE("mpi: SIGTERM stops both ranks after the same step; --resume continues with P = 2 or P = 1") {
+  const fs::path whole = scratch("t-whole"), cut = scratch("t-cut"), other = scratch("t-other"),
+                 log = scratch("t.log");
+  REQUIRE(run(small_run(whole, 30), mpirun(2)).code == 0);
+  // Every rank waits for the signal after step 12; mpirun forwards it to each.
+  const pid_t pid = spawn(words(small_run(cut, 30)), log, "TRILEMMA_WAIT_FOR_SIGNAL_AT=12", launcher(2));
+  wait_for(log, "waiting for a signal after step 12", 2);
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(json_value(cut / "summary.json", "status") == "\"interrupted\"");
+  CHECK(json_value(cut / "summary.json", "step") == "12");
+  CHECK(read_text(log).find("continue with: mpirun -np 2 trilemma train --resume") != std::string::npos);
+  fs::copy(cut, other, fs::copy_options::recursive);
+  fs::remove(other / ".lock");
+  // The same P: the uninterrupted run's bits.
+  REQUIRE(run("train --resume '" + cut.string() + "'", mpirun(2)).code == 0);
+  CHECK(json_value(cut / "summary.json", "params_fnv1a") == json_value(whole / "summary.json", "params_fnv1a"));
+  // Another P: the same batches, sums grouped differently; it says so and finishes close by.
+  const Run r = run("train --resume '" + other.string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("note: resuming with 1 MPI rank(s), the run used 2") != std::string::npos);
+  CHECK(json_value(other / "summary.json", "step") == "30");
+  CHECK(metric(other, 30, "train", "loss") == doctest::Approx(metric(whole, 30, "train", "loss")).epsilon(1e-4));
+}
+
+TEST_CASE("mpi: a rank that dies ends the whole job with a message, not a hang") {
+  const fs::path dir = scratch("k"), log = scratch("k.log");
+  const pid_t pid = spawn(words(small_run(dir, 30, " --checkpoint-every 5")), log, "TRILEMMA_WAIT_FOR_SIGNAL_AT=6",
+                          launcher(2));
+  wait_for(log, "waiting for a signal after step 6", 2);  // last.h5 holds step 5
+  // Kill rank 1 outright, then let rank 0 go on into the next collective, which rank 1 never joins.
+  pid_t ranks[2] = {-1, -1};
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(e.path() / "stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || std::atoi(stat.c_str() + paren + 4) != pid) continue;  // ppid is field 4
+    const std::string env = read_text(e.path() / "environ");
+    for (int r : {0, 1})
+      if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + char('0' + r) + '\0') != std::string::npos)
+        ranks[r] = std::stoi(name);
+  }
+  REQUIRE(ranks[0] > 0);
+  REQUIRE(ranks[1] > 0);
+  kill(ranks[1], SIGKILL);
+  kill(ranks[0], SIGTERM);
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 6000 && !ended; ++i) {  // 60 s at most
+    ended = waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  REQUIRE(ended);
+  CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  const std::string text = read_text(log);
+  CHECK(text.find("rank 1") != std::string::npos);
+  CHECK(text.find("signal 9") != std::string::npos);
+  // The checkpoint of step 5 is intact.
+  const Run inspect = run("inspect '" + (dir / "last.h5").string() + "'");
+  CAPTURE(inspect.err);
+  CHECK(inspect.code == 0);
+  CHECK(inspect.out.find("step 5,") != std::string::npos);
+}
