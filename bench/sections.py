@@ -1,14 +1,16 @@
 """The sections of docs/BENCHMARKS.md that measure trilemma alone: decoding speed against the
-context length, the OpenMP wait policy on an idle and on a busy machine, and where a training
-step's time goes (--profile). Each writes one markdown file; bench/vs_torch.py --append puts them
+context length, the OpenMP wait policy on an idle and on a busy machine, where a training
+step's time goes (--profile), and data-parallel training over MPI ranks. Each writes one markdown file; bench/vs_torch.py --append puts them
 after the comparison with PyTorch.
 
-Usage: /usr/bin/python3 bench/sections.py decode|busy|profile --out FILE [--build build]
+Usage: /usr/bin/python3 bench/sections.py decode|busy|profile|mpi --out FILE [--build build]
        [--threads 2] [--repeats N]
 """
 import argparse
+import ctypes
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,6 +66,11 @@ def decode_section(a):
 BUSY_LOOP = "while :; do :; done"
 
 
+def die_with_parent():
+    """In the child: killed when this script ends in any way, so no busy loop outlives it."""
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def busy_section(a):
     # libgomp's own default when neither variable is set: spin 300000 rounds, then sleep.
     policies = [("passive (trilemma's default)", {}),
@@ -79,7 +86,7 @@ def busy_section(a):
     results = {}
     for _ in range(a.repeats):
         for busy in (False, True):
-            hog = subprocess.Popen(["sh", "-c", BUSY_LOOP]) if busy else None
+            hog = subprocess.Popen(["sh", "-c", BUSY_LOOP], preexec_fn=die_with_parent) if busy else None
             try:
                 for threads in (1, 2):
                     for name, extra in policies:
@@ -134,15 +141,79 @@ def profile_section(a):
     return out
 
 
+# bench train's S and W sizes as `trilemma train` runs (bench/bench_train.cpp kSizes).
+TRAIN_SIZES = {"S": (128, 2, 4, 256, 16), "W": (512, 4, 8, 256, 8)}
+MPIRUN = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl_vader_single_copy_mechanism", "none"]
+
+
+def train_args(config, model, threads, out, steps):
+    d, layers, heads, seq, batch = TRAIN_SIZES[config]
+    args = ["train", "--model", model, "--task", "induction", "--vocab", "64",
+            "--d-model", str(d), "--n-layers", str(layers), "--seq-len", str(seq), "--batch", str(batch),
+            "--steps", str(steps), "--warmup", "1", "--eval-every", "1000", "--log-every", "1",
+            "--checkpoint-every", "1000", "--threads", str(threads), "--progress", "none", "--profile",
+            "--out", out]
+    if model == "mamba":
+        return args + ["--mlp", "none"]
+    return args + ["--bias", "1", "--n-heads", str(heads), "--pos", "learned", "--max-seq-len", str(seq)]
+
+
+def mpi_run(a, ranks, args):
+    """ms per step (median over the steps after the first two) and the all-reduce's ms per step."""
+    binary = os.path.join(a.build, "trilemma")
+    cmd = ([*MPIRUN, "-np", str(ranks), binary] if ranks > 1 else [binary]) + args
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    out_dir = args[args.index("--out") + 1]
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        ms = [r["ms_per_step"] for r in map(json.loads, f) if r["split"] == "train"][2:]
+    reduce_ms = 0.0
+    for line in text.splitlines():
+        if line.startswith("allreduce"):
+            reduce_ms = float(line.split()[2])  # calls, then forward ms per step
+    return statistics.median(ms), reduce_ms
+
+
+def mpi_section(a):
+    cells = [("S", "attention", 12), ("S", "mamba", 12), ("W", "attention", 8), ("W", "mamba", 8)]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(a.repeats):
+            for config, model, steps in cells:
+                for ranks, threads in ((1, 2), (2, 1)):
+                    out = os.path.join(tmp, f"{config}-{model}-{ranks}-{rnd}")
+                    results.setdefault((config, model, ranks), []).append(
+                        mpi_run(a, ranks, train_args(config, model, threads, out, steps)))
+    out = ["## Data-parallel training over MPI", "",
+           "One training run as P MPI ranks (`mpirun -np P trilemma train`) on this 2-core machine: "
+           "P = 2 ranks of 1 thread each against P = 1 process of 2 threads, the same global batch. "
+           "Median ms per training step (the steps after the first two of each run, median over "
+           f"{a.repeats} alternating rounds); the all-reduce (one flat buffer of every gradient, "
+           "reduce-scatter and all-gather through shared memory) in ms per step and its share.", "",
+           "| config | model | P = 1 x 2 threads ms | P = 2 x 1 thread ms | speed-up of P = 2 | "
+           "all-reduce ms (P = 2) | all-reduce share |", "|---|---|---|---|---|---|---|"]
+    for config, model, _ in cells:
+        one = statistics.median(r[0] for r in results[(config, model, 1)])
+        two = statistics.median(r[0] for r in results[(config, model, 2)])
+        red = statistics.median(r[1] for r in results[(config, model, 2)])
+        out.append(f"| {config} | {model} | {one:.0f} | {two:.0f} | {one / two:.2f}x | {red:.1f} | "
+                   f"{100 * red / two:.1f}% |")
+    example = train_args("W", "attention", 1, "OUT", 8)
+    out += ["", "Command per cell (P = 2; P = 1 runs the binary alone with `--threads 2`):", "",
+            "`" + " ".join(MPIRUN[:1] + ["-np", "2"] + MPIRUN[1:]) + " build/trilemma " + " ".join(example) + "`"]
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("section", choices=["decode", "busy", "profile"])
+    p.add_argument("section", choices=["decode", "busy", "profile", "mpi"])
     p.add_argument("--out", required=True)
     p.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args()
-    lines = {"decode": decode_section, "busy": busy_section, "profile": profile_section}[a.section](a)
+    lines = {"decode": decode_section, "busy": busy_section, "profile": profile_section,
+             "mpi": mpi_section}[a.section](a)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(a.out)) or ".")
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -48,17 +48,19 @@ void rank_order_sum(T* data, int64_t n) {
     count[size_t(c)] = int(n * (c + 1) / P) - displ[size_t(c)];
   }
   const int mine = count[size_t(g_rank)];
-  std::vector<T> parts(size_t(mine) * size_t(P));  // rank r's values of my chunk at r * mine
+  // Kept between calls: a fresh buffer of a model's size costs its page faults at every step.
+  static std::vector<T> parts;  // rank r's values of my chunk at r * mine, then their sum first
+  parts.resize(size_t(mine) * size_t(P));
   std::vector<int> from_count(static_cast<size_t>(P), mine), from_displ(static_cast<size_t>(P));
   for (int r = 0; r < P; ++r) from_displ[size_t(r)] = r * mine;
   MPI_Alltoallv(data, count.data(), displ.data(), mpi_type<T>(), parts.data(), from_count.data(),
                 from_displ.data(), mpi_type<T>(), MPI_COMM_WORLD);
-  std::vector<T> sum(parts.begin(), parts.begin() + mine);
+  T* sum = parts.data();  // rank 0's values, then + rank 1's, ...
   for (int r = 1; r < P; ++r) {
     const T* part = parts.data() + size_t(r) * size_t(mine);
-    for (int i = 0; i < mine; ++i) sum[size_t(i)] += part[i];
+    for (int i = 0; i < mine; ++i) sum[i] += part[i];
   }
-  MPI_Allgatherv(sum.data(), mine, mpi_type<T>(), data, count.data(), displ.data(), mpi_type<T>(),
+  MPI_Allgatherv(sum, mine, mpi_type<T>(), data, count.data(), displ.data(), mpi_type<T>(),
                  MPI_COMM_WORLD);
 }
 

@@ -115,12 +115,13 @@ int64_t scored(const Batch& b) {
   return n;
 }
 
-// Sums every defined gradient and `loss` over the ranks, through one flat buffer.
-float all_reduce_gradients(const std::vector<Parameter>& params, float loss) {
+// Sums every defined gradient and `loss` over the ranks, through one flat buffer (kept between
+// steps: a fresh one would cost its page faults every step).
+float all_reduce_gradients(const std::vector<Parameter>& params, float loss, std::vector<float>& flat) {
   int64_t n = 1;
   for (const Parameter& p : params)
     if (p.tensor.grad().defined()) n += p.tensor.numel();
-  std::vector<float> flat(static_cast<size_t>(n));
+  flat.resize(size_t(n));
   int64_t at = 0;
   for (const Parameter& p : params)
     if (const Tensor g = p.tensor.grad(); g.defined()) at = std::copy(g.data(), g.data() + g.numel(), flat.begin() + at) - flat.begin();
@@ -317,6 +318,7 @@ int Trainer::run(int64_t stop_at) {
   const int64_t B = rs.batch, T = config_.task.length();
   // This rank's rows of every global batch: the data a run sees does not depend on P.
   const int64_t row_lo = B * rank / ranks, row_hi = B * (rank + 1) / ranks;
+  std::vector<float> reduce_buffer;
   const std::vector<Parameter> params = model_->parameters();
   std::printf("training %s on %s: %lld parameters, steps %lld..%lld, batch %lld x %lld tokens\n",
               config_.model.family.c_str(), config_.task.task.c_str(), (long long)model_->num_parameters(),
@@ -353,7 +355,7 @@ int Trainer::run(int64_t stop_at) {
     // over all scored positions), so the summed gradients are those of the global mean.
     if (ranks > 1) loss = mul_scalar(loss, float(double(scored(batch)) / double(scored(global))));
     backward(loss);
-    const float loss_value = ranks > 1 ? all_reduce_gradients(params, loss.item()) : loss.item();
+    const float loss_value = ranks > 1 ? all_reduce_gradients(params, loss.item(), reduce_buffer) : loss.item();
     double grad_norm;
     {
       ProfilePhase p("clip_grad_norm");
