@@ -171,7 +171,35 @@ def mpi_run(a, ranks, args):
     for line in text.splitlines():
         if line.startswith("allreduce"):
             reduce_ms = float(line.split()[2])  # calls, then forward ms per step
-    return statistics.median(ms), reduce_ms
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        params = json.load(f)["parameters"]
+    return statistics.median(ms), reduce_ms, params
+
+
+# Links for the estimate across machines: bandwidth in bytes/s and a per-message latency.
+LINKS = [("10 Gbit/s Ethernet", 10e9 / 8, 20e-6), ("100 Gbit/s", 100e9 / 8, 5e-6)]
+
+
+def allreduce_seconds(params, ranks, bandwidth, latency):
+    """Reduce-scatter + all-gather of 4-byte gradients: each rank sends and receives 2 (P - 1) / P
+    of the buffer, in 2 (P - 1) messages."""
+    return 2 * (ranks - 1) / ranks * 4 * params / bandwidth + 2 * (ranks - 1) * latency
+
+
+def largest_experiment_model():
+    """The experiments' largest model and its ms per step, as its sweep ran it."""
+    best = None
+    results = os.path.join(HERE, "..", "results")
+    for name in sorted(os.listdir(results)):
+        path = os.path.join(results, name, "results.csv")
+        if not os.path.exists(path):
+            continue
+        import csv
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                if r.get("parameters") and r.get("ms_per_step") and (best is None or int(r["parameters"]) > best[1]):
+                    best = (f"{name}: {r['model']}, batch {r['batch']}", int(r["parameters"]), float(r["ms_per_step"]))
+    return best
 
 
 def mpi_section(a):
@@ -192,15 +220,49 @@ def mpi_section(a):
            "reduce-scatter and all-gather through shared memory) in ms per step and its share.", "",
            "| config | model | P = 1 x 2 threads ms | P = 2 x 1 thread ms | speed-up of P = 2 | "
            "all-reduce ms (P = 2) | all-reduce share |", "|---|---|---|---|---|---|---|"]
+    shares = []
     for config, model, _ in cells:
         one = statistics.median(r[0] for r in results[(config, model, 1)])
         two = statistics.median(r[0] for r in results[(config, model, 2)])
         red = statistics.median(r[1] for r in results[(config, model, 2)])
+        shares.append(100 * red / two)
         out.append(f"| {config} | {model} | {one:.0f} | {two:.0f} | {one / two:.2f}x | {red:.1f} | "
                    f"{100 * red / two:.1f}% |")
     example = train_args("W", "attention", 1, "OUT", 8)
     out += ["", "Command per cell (P = 2; P = 1 runs the binary alone with `--threads 2`):", "",
             "`" + " ".join(MPIRUN[:1] + ["-np", "2"] + MPIRUN[1:]) + " build/trilemma " + " ".join(example) + "`"]
+    # On paper: machines like this one (its P = 1 step time), joined by a network.
+    models = [(f"{c} {m}", results[(c, m, 1)][0][2], statistics.median(r[0] for r in results[(c, m, 1)]))
+              for c, m, _ in cells]
+    exp = largest_experiment_model()
+    if exp:
+        models.append(exp)
+    out += ["", "### On paper: across machines", "",
+            "Machines like this one (2 cores, the P = 1 step time above), one rank each, joined by a "
+            "network: the all-reduce moves 2 (P - 1) / P x 4 bytes per parameter in and out of each "
+            "rank in 2 (P - 1) messages (20 us each on 10 Gbit/s Ethernet, 5 us on 100 Gbit/s), and "
+            "the step's compute divides by P (the per-rank batch shrinks with it, so this is an upper "
+            "bound once B / P is a few rows). Speed-up over one machine, without overlapping the "
+            "all-reduce with the backward pass:", "",
+            "| model | parameters | ms per step, one machine | link | all-reduce ms, P = 8 | "
+            "speed-up P = 8 | all-reduce ms, P = 64 | speed-up P = 64 |", "|---|---|---|---|---|---|---|---|"]
+    for name, params, ms in models:
+        for link, bandwidth, latency in LINKS:
+            cols = []
+            for p in (8, 64):
+                red = 1e3 * allreduce_seconds(params, p, bandwidth, latency)
+                cols += [f"{red:.1f}", f"{ms / (ms / p + red):.1f}x"]
+            out.append(f"| {name} | {params} | {ms:.0f} | {link} | " + " | ".join(cols) + " |")
+    w_params = results[("W", "attention", 1)][0][2]
+    w_ms = 1e3 * allreduce_seconds(w_params, 8, *LINKS[0][1:])
+    out += ["", "A model of the experiments' size is bound by its global batch, not by the network: "
+            "its gradients are a megabyte or so and its all-reduce is mostly message latency. At W "
+            f"({w_params} parameters) one all-reduce takes {w_ms:.0f} ms on 10 Gbit/s at P = 8, a large "
+            "share of the step once its compute is split 8 ways: there the all-reduce would have to "
+            "overlap the backward pass (buckets of layers, each reduced as soon as its gradients are "
+            "final), or the link be faster. On one machine the all-reduce goes through shared memory "
+            f"and takes {min(shares):.1f}-{max(shares):.1f}% of the step (above, waiting for the other "
+            "rank included), which is all an overlap could save here; trilemma does not overlap it."]
     return out
 
 

@@ -115,6 +115,8 @@ void init() {
 #endif
 }
 
+int launched_ranks() { return launcher_size(); }
+
 int rank() { return g_rank; }
 int size() { return g_size; }
 int local_size() { return g_local_size; }

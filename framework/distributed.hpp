@@ -16,6 +16,9 @@ std::string mpi_library();
 // otherwise a no-op that leaves one rank. Safe to call more than once. MPI is finalised at
 // exit. Throws Error when the launcher says P > 1 but this build has no MPI.
 void init();
+// The number of ranks the MPI launcher says this process belongs to (before init), 0 when no
+// launcher started it.
+int launched_ranks();
 int rank();
 int size();
 // Ranks of this job on this machine (for the oversubscription check), 1 without MPI.

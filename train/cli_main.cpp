@@ -239,6 +239,10 @@ int dispatch(const std::vector<std::string>& args) {
     print_command_help(*cmd);
     return 0;
   }
+  // Under mpirun every rank would run the command on its own (a sweep would start P sweeps).
+  if (const int ranks = dist::launched_ranks(); ranks > 1 && name != "train" && name != "info")
+    throw UsageError("trilemma " + name + " runs as one process, and this one was started as one of " +
+                     std::to_string(ranks) + " MPI ranks (only train runs across ranks; start " + name + " without mpirun)");
   return run_command(*cmd, {args.begin() + 1, args.end()});
 }
 
