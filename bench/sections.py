@@ -7,6 +7,7 @@ Usage: /usr/bin/python3 bench/sections.py decode|busy|profile|mpi --out FILE [--
        [--threads 2] [--repeats N]
 """
 import argparse
+import csv
 import ctypes
 import json
 import os
@@ -194,7 +195,6 @@ def largest_experiment_model():
         path = os.path.join(results, name, "results.csv")
         if not os.path.exists(path):
             continue
-        import csv
         with open(path) as f:
             for r in csv.DictReader(f):
                 if r.get("parameters") and r.get("ms_per_step") and (best is None or int(r["parameters"]) > best[1]):

@@ -35,11 +35,14 @@ template <>
 MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
 template <>
 MPI_Datatype mpi_type<int64_t>() { return MPI_INT64_T; }
+#endif
 
+// The identity with one rank (and always without MPI).
 template <class T>
-void rank_order_sum(T* data, int64_t n) {
+void rank_order_sum([[maybe_unused]] T* data, int64_t n) {
   const int P = g_size;
   if (P == 1 || n == 0) return;
+#ifdef TRILEMMA_MPI
   if (n > INT_MAX) throw Error("allreduce: " + std::to_string(n) + " values in one call (at most " + std::to_string(INT_MAX) + ")");
   // Chunk c, [n c / P, n (c + 1) / P), is summed by rank c.
   std::vector<int> count(static_cast<size_t>(P)), displ(static_cast<size_t>(P));
@@ -62,8 +65,10 @@ void rank_order_sum(T* data, int64_t n) {
   }
   MPI_Allgatherv(sum, mine, mpi_type<T>(), data, count.data(), displ.data(), mpi_type<T>(),
                  MPI_COMM_WORLD);
+#endif
 }
 
+#ifdef TRILEMMA_MPI
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -121,21 +126,8 @@ int rank() { return g_rank; }
 int size() { return g_size; }
 int local_size() { return g_local_size; }
 
-void allreduce_sum(float* data, int64_t n) {
-#ifdef TRILEMMA_MPI
-  rank_order_sum(data, n);
-#else
-  (void)data, (void)n;
-#endif
-}
-
-void allreduce_sum(int64_t* data, int64_t n) {
-#ifdef TRILEMMA_MPI
-  rank_order_sum(data, n);
-#else
-  (void)data, (void)n;
-#endif
-}
+void allreduce_sum(float* data, int64_t n) { rank_order_sum(data, n); }
+void allreduce_sum(int64_t* data, int64_t n) { rank_order_sum(data, n); }
 
 void barrier() {
 #ifdef TRILEMMA_MPI

@@ -229,7 +229,7 @@ void gelu_linear_backward(const float* g, const Tensor& h, const LinearDims& d, 
   Tensor slope = gh && !fresh ? Tensor::empty(Shape{block, d.in}) : Tensor();
   for (int64_t r0 = 0; r0 < d.rows; r0 += block) {
     const int64_t n = std::min(block, d.rows - r0) * d.in;
-    const float *hb = h.data() + r0 * d.in, *gb = g + r0 * d.outf;
+    const float *hb = h.data() + r0 * d.in, *g_rows = g + r0 * d.outf;
     float *vb = value.data(), *sb = !gh ? nullptr : fresh ? gh + r0 * d.in : slope.data();
     if (sb) {
 #pragma omp parallel for simd schedule(static) if (n > (1 << 15))
@@ -239,9 +239,9 @@ void gelu_linear_backward(const float* g, const Tensor& h, const LinearDims& d, 
       for (int64_t i = 0; i < n; ++i) vb[i] = gelu_value(hb[i]);
     }
     const int64_t rows = n / d.in;
-    if (gw) sgemm(true, false, d.outf, d.in, rows, 1.f, gb, d.outf, vb, d.in, 1.f, gw, d.in);
+    if (gw) sgemm(true, false, d.outf, d.in, rows, 1.f, g_rows, d.outf, vb, d.in, 1.f, gw, d.in);
     if (!gh) continue;
-    sgemm(false, false, rows, d.in, d.outf, 1.f, gb, d.outf, w.data(), d.in, 0.f, vb, d.in);  // d gelu(h)
+    sgemm(false, false, rows, d.in, d.outf, 1.f, g_rows, d.outf, w.data(), d.in, 0.f, vb, d.in);  // d gelu(h)
     float* ghb = gh + r0 * d.in;
     set_or_add_grad(ghb, fresh, n, [vb, sb](int64_t i) { return vb[i] * sb[i]; });
   }

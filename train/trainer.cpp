@@ -343,12 +343,13 @@ int Trainer::run(int64_t stop_at) {
     }
     profile_mark();
     take_anomaly();  // a step's report names only that step's ops
-    Batch global;
-    const Batch batch = [&] {
+    Batch global, mine;
+    {
       ProfilePhase p("make_batch");
       global = make_batch(config_.task, train_stream_, uint64_t(step_), B);
-      return ranks > 1 ? rows_of(global, row_lo, row_hi) : global;
-    }();
+      if (ranks > 1) mine = rows_of(global, row_lo, row_hi);
+    }
+    const Batch& batch = ranks > 1 ? mine : global;
     const Tensor logits = model_->forward(batch.inputs);
     Tensor loss = cross_entropy(logits, batch.targets);
     // With P ranks each loss is its share of the global batch's mean (scored positions here
