@@ -79,6 +79,15 @@ inline std::string json_value(const fs::path& file, const std::string& key) {
   return capture(cmd);
 }
 
+// A command line's words, for spawn(); a word in single quotes loses them (a path with spaces
+// does not survive this: the tests' scratch paths have none).
+inline std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w.size() > 1 && w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
+  return out;
+}
+
 // Starts the binary in the background with output to files and `env` (NAME=value) added to its
 // environment; returns its pid. With a `launcher` (e.g. mpirun and its options), the launcher
 // starts the binary.

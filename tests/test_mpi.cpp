@@ -1,6 +1,7 @@
 // Data-parallel training over MPI, through mpirun on this machine: P = 2 reaches the parameters
 // of P = 1 on the same global batches, deterministically; SIGTERM stops every rank after one
-// step and --resume continues to the uninterrupted bits (another P continues too); commands
+// step and --resume continues to the uninterrupted bits (another P continues too), also when it
+// lands mid-step at a random moment, each rank taking it on its receiver thread; commands
 // other than train (and info) refuse to run as ranks; a rank that dies ends the whole job with
 // mpirun's message instead of a hang.
 // Built only when MPI was found (tests/CMakeLists.txt).
@@ -8,11 +9,13 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <sstream>
 #include <thread>
 
-#include "tests/run_binary.hpp"
+#include "tests/proc_status.hpp"
 
 namespace {
 
@@ -45,13 +48,6 @@ std::string small_run(const fs::path& out, int64_t steps, const std::string& ext
          out.string() + "'" + extra;
 }
 
-std::vector<std::string> words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
-  return out;
-}
-
 // || a - b || / || a - start || over every parameter of the checkpoints: the difference in
 // units of the distance training moved the weights.
 double relative_difference(const fs::path& a, const fs::path& b, const fs::path& start) {
@@ -75,6 +71,22 @@ double metric(const fs::path& dir, int64_t step, const std::string& split, const
   return std::stod(capture("/usr/bin/python3 -c 'import json, sys\nfor l in open(sys.argv[1]):\n    r = json.loads(l)\n"
                            "    if r[\"step\"] == " + std::to_string(step) + " and r[\"split\"] == \"" + split +
                            "\": print(r[\"" + key + "\"])' '" + (dir / "metrics.jsonl").string() + "'"));
+}
+
+// The pids of the ranks mpirun (`launcher_pid`) started, by rank (from their environment).
+std::vector<pid_t> rank_pids(pid_t launcher_pid, int ranks) {
+  std::vector<pid_t> pids(size_t(ranks), -1);
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(e.path() / "stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || std::atoi(stat.c_str() + paren + 4) != launcher_pid) continue;  // ppid is field 4
+    const std::string env = read_text(e.path() / "environ");
+    for (int r = 0; r < ranks; ++r)
+      if (env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(r) + '\0') != std::string::npos) pids[size_t(r)] = std::stoi(name);
+  }
+  return pids;
 }
 
 void wait_for(const fs::path& log, const std::string& text, int times = 1) {
@@ -146,6 +158,52 @@ TEST_CASE("mpi: SIGTERM stops both ranks after the same step; --resume continues
   CHECK(metric(other, 30, "train", "loss") == doctest::Approx(metric(whole, 30, "train", "loss")).epsilon(1e-4));
 }
 
+TEST_CASE("mpi: SIGTERM at random moments mid-step; each rank contains it; --resume reaches the bits") {
+  // About 3 s of training, on this build and machine (a sanitizer build is many times slower):
+  // long enough for mpirun, which forwards a signal to the ranks 0.5 s or more after it gets it.
+  const fs::path probe = scratch("r-probe"), whole = scratch("r-whole");
+  REQUIRE(run(small_run(probe, 100), mpirun(2)).code == 0);
+  const double per_step = std::stod(json_value(probe / "summary.json", "elapsed_s")) / 100;
+  const int64_t steps = std::clamp<int64_t>(int64_t(3.0 / per_step), 100, 2000);
+  REQUIRE(run(small_run(whole, steps), mpirun(2)).code == 0);
+  const int total_rows = count_lines(read_text(whole / "metrics.jsonl"));
+  const std::string params = json_value(whole / "summary.json", "params_fnv1a");
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    const fs::path dir = scratch("r-" + std::to_string(i)), log = scratch("r.log");
+    const pid_t pid = spawn(words(small_run(dir, steps)), log, "", launcher(2));
+    // Where the signal lands is drawn as a share of the run's metrics rows (rank 0 writes them
+    // as it goes; mpirun forwards the ranks' output late), then a part of a step: a moment that
+    // does not depend on how fast this machine is today. Through mpirun, early enough for its
+    // delay; or to every rank at once, as Slurm's scancel --signal=TERM does.
+    const bool through_mpirun = i % 2 == 0;
+    const int rows = int(std::uniform_real_distribution<double>(0.05, through_mpirun ? 0.4 : 0.8)(rng) * total_rows) + 1;
+    for (int t = 0; t < 120000 && count_lines(read_text(dir / "metrics.jsonl")) < rows; ++t)
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    const std::vector<pid_t> ranks = rank_pids(pid, 2);
+    for (pid_t rank : ranks) {  // no handler; every thread but the receiver blocks both, as in one process
+      REQUIRE(rank > 0);
+      const StopSignalSetup setup = stop_signal_setup(rank);
+      CHECK(!setup.handler);
+      CHECK(setup.receivers == 1);
+      CHECK(setup.unblocking == 0);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0, 2 * per_step)(rng)));
+    if (through_mpirun) kill(pid, SIGTERM);
+    else
+      for (pid_t rank : ranks) kill(rank, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CAPTURE(read_text(log));
+    CHECK(WIFEXITED(status));  // mpirun's own exit: no rank crashed
+    CHECK(json_value(dir / "summary.json", "status") == "\"interrupted\"");
+    CHECK(read_text(log).find("stopped by SIGTERM, which arrived during ") != std::string::npos);
+    REQUIRE(run("train --resume '" + dir.string() + "'", mpirun(2)).code == 0);
+    CHECK(json_value(dir / "summary.json", "params_fnv1a") == params);
+  }
+}
+
 TEST_CASE("mpi: commands other than train and info refuse to run as ranks") {
   const Run r = run("sweep nothing.grid --out x", mpirun(2));
   CHECK(r.code != 0);
@@ -163,18 +221,7 @@ TEST_CASE("mpi: a rank that dies ends the whole job with a message, not a hang")
                           launcher(2));
   wait_for(log, "waiting for a signal after step 6", 2);  // last.h5 holds step 5
   // Kill rank 1 outright, then let rank 0 go on into the next collective, which rank 1 never joins.
-  pid_t ranks[2] = {-1, -1};
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = read_text(e.path() / "stat");
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || std::atoi(stat.c_str() + paren + 4) != pid) continue;  // ppid is field 4
-    const std::string env = read_text(e.path() / "environ");
-    for (int r : {0, 1})
-      if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + char('0' + r) + '\0') != std::string::npos)
-        ranks[r] = std::stoi(name);
-  }
+  const std::vector<pid_t> ranks = rank_pids(pid, 2);
   REQUIRE(ranks[0] > 0);
   REQUIRE(ranks[1] > 0);
   kill(ranks[1], SIGKILL);

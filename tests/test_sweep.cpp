@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/run_binary.hpp"
+#include "tests/run_files.hpp"
 
 namespace {
 
@@ -53,40 +53,9 @@ std::string sweep(const fs::path& grid, const fs::path& out, const std::string& 
   return "sweep '" + grid.string() + "' --out '" + out.string() + "' --threads 1" + extra;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-// results.csv without the columns that are timings (no two runs share them).
-std::string csv_without_timing(const fs::path& csv) {
-  const std::vector<std::string> rows = lines_of(read_text(csv));
-  REQUIRE(!rows.empty());
-  auto cells = [](const std::string& row) {
-    std::vector<std::string> c(1);
-    for (char ch : row) {
-      if (ch == ',') c.emplace_back();
-      else c.back().push_back(ch);
-    }
-    return c;
-  };
-  const std::vector<std::string> head = cells(rows[0]);
-  std::string out;
-  for (const std::string& row : rows) {
-    const std::vector<std::string> c = cells(row);
-    REQUIRE(c.size() == head.size());
-    for (size_t i = 0; i < c.size(); ++i)
-      if (head[i] != "wall_s" && head[i] != "tokens_per_s" && head[i] != "ms_per_step") out += c[i] + ",";
-    out += "\n";
-  }
-  return out;
-}
-
 // The "status" of every row of results.jsonl.
 std::vector<std::string> statuses(const fs::path& dir) {
-  return lines_of(capture("/usr/bin/python3 -c 'import json, sys\nfor l in open(sys.argv[1]): print(json.loads(l)[\"status\"])' '" +
+  return text_lines(capture("/usr/bin/python3 -c 'import json, sys\nfor l in open(sys.argv[1]): print(json.loads(l)[\"status\"])' '" +
                           (dir / "results.jsonl").string() + "'"));
 }
 
@@ -163,7 +132,7 @@ TEST_CASE("a failing run is recorded with its error and the sweep goes on") {
   CHECK(std::count(s.begin(), s.end(), "finished") == 3);
   const std::string error = read_text(dir / "logs" / (id + ".error"));
   CHECK(error.find("last.h5") != std::string::npos);
-  CHECK(lines_of(error).size() == 1);
+  CHECK(text_lines(error).size() == 1);
   CHECK(read_text(dir / "results.csv").find(error.substr(0, error.size() - 1)) != std::string::npos);
 }
 
@@ -217,7 +186,7 @@ TEST_CASE("a run id ignores a field added later while it holds its default") {
     const Run r = run(sweep(grid_file("ids", text), scratch("ids"), " --dry-run"));
     REQUIRE(r.code == 0);
     std::vector<std::string> out;
-    for (const std::string& line : lines_of(r.out))
+    for (const std::string& line : text_lines(r.out))
       if (line.rfind("  ", 0) == 0) out.push_back(line.substr(2, line.find(' ', 2) - 2));
     return out;
   };

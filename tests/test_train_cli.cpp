@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/run_binary.hpp"
+#include "tests/run_files.hpp"
 #include "train/run_log.hpp"
 
 namespace {
@@ -36,21 +36,6 @@ std::string small_run(const std::string& model, const fs::path& out, const std::
   return s;
 }
 
-// Metrics without the timing columns (ms_per_step, tokens_per_s, elapsed_s), which no two
-// runs share; everything else must match bit for bit.
-std::string metrics_without_timing(const fs::path& csv) {
-  std::istringstream in(read_text(csv));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    int commas = 0;
-    size_t cut = line.size();
-    for (size_t i = 0; i < line.size(); ++i)
-      if (line[i] == ',' && ++commas == 7) cut = i;
-    out += line.substr(0, cut) + "\n";
-  }
-  return out;
-}
-
 // The error a failed command printed: exactly one "trilemma: " line, the last on stderr.
 std::string error_line(const Run& r) {
   std::istringstream in(r.err);
@@ -62,13 +47,6 @@ std::string error_line(const Run& r) {
   }
   CHECK(errors == 1);
   return last;
-}
-
-bool no_temporary_files(const fs::path& dir) {
-  if (!fs::exists(dir)) return true;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos) return false;
-  return true;
 }
 
 
@@ -190,10 +168,7 @@ TEST_CASE("train: SIGINT and SIGTERM leave a checkpoint that resumes exactly") {
   for (auto [sig, at] : {std::pair{SIGINT, 23}, std::pair{SIGTERM, 38}}) {
     CAPTURE(sig);
     const fs::path dir = scratch("sig-" + std::to_string(sig)), log = scratch("sig.log");
-    std::istringstream words(small_run("linear", dir, many));
-    std::vector<std::string> args;
-    for (std::string w; words >> w;) args.push_back(w[0] == '\'' ? w.substr(1, w.size() - 2) : w);
-    const pid_t pid = spawn(args, log, "TRILEMMA_WAIT_FOR_SIGNAL_AT=" + std::to_string(at));
+    const pid_t pid = spawn(words(small_run("linear", dir, many)), log, "TRILEMMA_WAIT_FOR_SIGNAL_AT=" + std::to_string(at));
     const std::string waiting = "waiting for a signal after step " + std::to_string(at);
     for (int i = 0; i < 12000 && read_text(log).find(waiting) == std::string::npos; ++i)  // 120 s at most
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "framework/stop_signals.hpp"
 #include "framework/tensor.hpp"
 
 namespace tri {
@@ -33,13 +34,20 @@ void write_atomically(const std::string& path, const std::function<void(const st
   if (!fs::is_directory(folder, ec))
     throw Error(path + ": folder " + folder.string() + " does not exist or is not a folder");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Created and recorded before anything is written: a signal that ends the process removes it.
+  int err = stop_signals::create_temporary(tmp);
+  if (err == EEXIST) {  // left by a killed process that had this pid
+    fs::remove(tmp, ec);
+    err = stop_signals::create_temporary(tmp);
+  }
+  if (err != 0) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(err));
   try {
     write(tmp);
     if (!fsync_path(tmp, O_RDONLY)) throw Error("fsync failed on " + tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw Error("rename " + tmp + " failed: " + std::strerror(errno));
+    if (const int e = stop_signals::commit_temporary(tmp, path); e != 0)
+      throw Error("rename " + tmp + " failed: " + std::strerror(e));
   } catch (const std::exception& e) {  // any failure: no temporary file left behind
-    fs::remove(tmp, ec);
+    stop_signals::remove_temporary(tmp);
     throw Error(path + ": " + e.what());
   }
   // The rename is durable only once the folder entry is on disk.

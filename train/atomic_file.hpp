@@ -5,8 +5,9 @@
 
 namespace tri {
 
-// Calls write(tmp) with `<path>.tmp.<pid>` in the same folder, fsyncs it, renames it over
-// `path` and fsyncs the folder. On any failure the temporary file is removed, an existing
+// Creates `<path>.tmp.<pid>` empty in the same folder, calls write(tmp) (which overwrites it),
+// fsyncs it, renames it over `path` and fsyncs the folder. A signal that ends the process
+// removes the temporary file first (framework/stop_signals.hpp). On any failure the temporary file is removed, an existing
 // `path` is untouched and an Error naming `path` and the cause is thrown.
 void write_atomically(const std::string& path, const std::function<void(const std::string& tmp)>& write);
 

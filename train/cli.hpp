@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/stop_signals.hpp"
 #include "framework/tensor.hpp"
 
 namespace tri::cli {
@@ -28,6 +29,9 @@ struct Command {
   void (*add_options)(CommandOptions&);
   int (*run)(const po::variables_map&);   // returns the exit code
   bool applies_runtime = false;           // applies --threads/--gemm itself (train)
+  // What SIGINT and SIGTERM do while it runs (framework/stop_signals.hpp): most commands end
+  // at once; train finishes its step and checkpoints; sweep forwards them to its runs.
+  stop_signals::Policy on_signal = stop_signals::Policy::end_now;
 };
 
 // A bad command line, option or value: exit code 2 (a runtime tri::Error exits with 1).

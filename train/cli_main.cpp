@@ -22,9 +22,9 @@ namespace {
 // Adding a command: write train/cmd_<name>.cpp, declare its pair in cli.hpp, add one row here.
 const Command kCommands[] = {
     {"train", "train a model on a task into a run folder (checkpoints, metrics, summary); --resume DIR",
-     train_options, run_train, true},
+     train_options, run_train, true, stop_signals::Policy::finish_then_end_now},
     {"sweep", "run every run of a grid file into one folder (skips finished runs, resumes interrupted ones); --jobs, --shard",
-     sweep_options, run_sweep},
+     sweep_options, run_sweep, false, stop_signals::Policy::requests_only},
     {"eval", "evaluate a checkpoint on its task, at one or several lengths (--lengths); --json, --dump",
      eval_options, run_eval},
     {"generate", "greedy decoding through the recurrent state: rows of the eval stream, or --prompt",
@@ -243,7 +243,11 @@ int dispatch(const std::vector<std::string>& args) {
   if (const int ranks = dist::launched_ranks(); ranks > 1 && name != "train" && name != "info")
     throw UsageError("trilemma " + name + " runs as one process, and this one was started as one of " +
                      std::to_string(ranks) + " MPI ranks (only train runs across ranks; start " + name + " without mpirun)");
-  return run_command(*cmd, {args.begin() + 1, args.end()});
+  const stop_signals::PolicyScope on_signal(cmd->on_signal);
+  const int code = run_command(*cmd, {args.begin() + 1, args.end()});
+  // A stop the command took as a request still ends the process as that signal would.
+  const int sig = stop_signals::requested_signal();
+  return code == 0 && sig != 0 ? 128 + sig : code;
 }
 
 int fail(const char* what, int code) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/stop_signals.hpp"
 #include "models/attention.hpp"
 #include "train/atomic_file.hpp"
 #include "train/cli_options.hpp"
@@ -109,10 +110,16 @@ void run_gnuplot(const std::string& gnuplot, const std::string& script, const st
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attributes;  // gnuplot takes SIGINT and SIGTERM as it would from a shell
+  posix_spawnattr_init(&attributes);
+  const sigset_t mask = stop_signals::mask_for_other_programs();
+  posix_spawnattr_setsigmask(&attributes, &mask);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   std::vector<char*> argv{const_cast<char*>(gnuplot.c_str()), const_cast<char*>(script.c_str()), nullptr};
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, gnuplot.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, gnuplot.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) throw Error("attn-map: cannot run " + gnuplot + " (" + std::strerror(rc) + ")");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

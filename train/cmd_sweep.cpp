@@ -7,17 +7,21 @@
 // i, i+n, i+2n, ... (1-based), so n machines (a Slurm job array) share one grid; their run
 // folders merge into one results table (--results-only rebuilds it from what is on disk).
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <csignal>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "framework/runtime.hpp"
+#include "framework/stop_signals.hpp"
 #include "train/arg_parsers.hpp"
 #include "train/atomic_file.hpp"
 #include "train/cli.hpp"
@@ -30,9 +34,6 @@ namespace tri::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-volatile std::sig_atomic_t g_sweep_signal = 0;
-extern "C" void on_sweep_signal(int sig) { g_sweep_signal = sig; }
 
 // The last "trilemma: ..." line of a run's log: its one-line error.
 std::string error_line(const std::string& log, int status) {
@@ -55,7 +56,9 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log) {
   const pid_t pid = fork();
   if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
-    setpgid(0, 0);  // the sweep alone forwards a stop signal, once, to each run
+    // The sweep alone forwards stop signals to each run. The child keeps SIGINT and SIGTERM
+    // blocked into trilemma's main, so one that comes early waits for its receiver.
+    setpgid(0, 0);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
     execv("/proc/self/exe", argv.data());
@@ -65,9 +68,13 @@ pid_t launch(const std::vector<std::string>& args, const std::string& log) {
   return pid;
 }
 
+// A process-exit notification to poll on (Linux 5.3+), or -1: the sweep then polls on a timer.
+int open_pidfd(pid_t pid) { return int(syscall(SYS_pidfd_open, pid, 0)); }
+
 struct Job {
   const SweepRun* run;
   std::chrono::steady_clock::time_point started;
+  int pidfd;
 };
 
 class SweepRunner {
@@ -75,32 +82,20 @@ class SweepRunner {
   SweepRunner(const Grid& grid, std::string dir, int64_t jobs, int64_t threads)
       : grid_(grid), dir_(std::move(dir)), jobs_(jobs), threads_(threads) {}
 
-  // Runs `todo` in order; the exit code (0, or 128 + a stop signal).
+  // Runs `todo` in order; the exit code (0, or 128 + a stop signal). SIGINT and SIGTERM come as
+  // requests (stop_signals' requests_only): the first is forwarded to each running run, which
+  // checkpoints and stops; a second is forwarded too, and ends them at once.
   int run(const std::vector<const SweepRun*>& todo) {
-    // Without SA_RESTART, so that a stop signal interrupts waitpid and is forwarded at once.
-    struct sigaction sa = {};
-    sa.sa_handler = on_sweep_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
     size_t next = 0;
     while (next < todo.size() || !running_.empty()) {
-      while (g_sweep_signal == 0 && next < todo.size() && int64_t(running_.size()) < jobs_) start(*todo[next++]);
+      while (stop_signals::requested_signal() == 0 && next < todo.size() && int64_t(running_.size()) < jobs_)
+        start(*todo[next++]);
       if (running_.empty()) break;
-      int status = 0;
-      const pid_t pid = waitpid(-1, &status, 0);
-      if (pid < 0) {
-        if (errno == EINTR) {
-          forward_stop();
-          continue;
-        }
-        throw Error(std::string("waitpid failed: ") + std::strerror(errno));
-      }
-      finish(pid, status);
+      forward_stops();
+      if (!reap_one()) wait_for_event();
     }
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    return g_sweep_signal ? 128 + int(g_sweep_signal) : 0;
+    const int sig = stop_signals::requested_signal();
+    return sig != 0 ? 128 + sig : 0;
   }
 
   int failed() const { return failed_; }
@@ -110,7 +105,7 @@ class SweepRunner {
   std::string dir_;
   int64_t jobs_, threads_;
   std::map<pid_t, Job> running_;
-  bool forwarded_ = false;
+  int forwarded_ = 0;  // stop signals forwarded to the runs
   int failed_ = 0, finished_ = 0;
 
   void start(const SweepRun& r) {
@@ -134,7 +129,8 @@ class SweepRunner {
     const std::string log = log_path(dir_, r.id);
     std::ofstream(log, std::ios::app) << "== " << joined(args, " ") << "\n";
     std::printf("start  %s%s\n", r.id.c_str(), args[2] == "--resume" ? " (resumed from last.h5)" : "");
-    running_[launch(args, log)] = {&r, std::chrono::steady_clock::now()};
+    const pid_t pid = launch(args, log);
+    running_[pid] = {&r, std::chrono::steady_clock::now(), open_pidfd(pid)};
   }
 
   void finish(pid_t pid, int status) {
@@ -142,9 +138,13 @@ class SweepRunner {
     if (it == running_.end()) return;
     const SweepRun& r = *it->second.run;
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
+    if (it->second.pidfd >= 0) close(it->second.pidfd);
     running_.erase(it);
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    const bool stopped = forwarded_ && WIFEXITED(status) && WEXITSTATUS(status) > 128;
+    // A run the sweep stopped: it exits with 128 + the signal, or, ended at once by a second
+    // signal (or by the first, before its training began), dies of it.
+    const bool stopped = forwarded_ > 0 && ((WIFEXITED(status) && WEXITSTATUS(status) > 128) ||
+                                            (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM));
     std::error_code ec;
     std::string outcome;
     if (ok) {
@@ -167,11 +167,38 @@ class SweepRunner {
     write_results(dir_, grid_);
   }
 
-  void forward_stop() {
-    if (g_sweep_signal == 0 || forwarded_) return;
-    forwarded_ = true;
-    std::printf("stopping: each running run checkpoints and stops; the next sweep resumes them\n");
-    for (const auto& [pid, job] : running_) kill(pid, SIGTERM);
+  // Each stop signal the sweep received, forwarded once to every running run (at most two).
+  void forward_stops() {
+    const int received = std::min(stop_signals::request().count, 2);
+    for (; forwarded_ < received; ++forwarded_) {
+      std::printf(forwarded_ == 0 ? "stopping: each running run checkpoints and stops; the next sweep resumes them\n"
+                                  : "stopping at once: each running run ends now, its last checkpoint as it was\n");
+      std::fflush(stdout);
+      for (const auto& [pid, job] : running_) kill(pid, SIGTERM);
+    }
+  }
+
+  // Records one run that has ended, if any has.
+  bool reap_one() {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno != EINTR && errno != ECHILD) throw Error(std::string("waitpid failed: ") + std::strerror(errno));
+    if (pid <= 0) return false;
+    finish(pid, status);
+    return true;
+  }
+
+  // Sleeps until a run ends or a stop signal comes.
+  void wait_for_event() {
+    std::vector<pollfd> fds;
+    if (stop_signals::event_fd() >= 0) fds.push_back({stop_signals::event_fd(), POLLIN, 0});
+    bool every_run = true;
+    for (const auto& [pid, job] : running_) {
+      if (job.pidfd >= 0) fds.push_back({job.pidfd, POLLIN, 0});
+      every_run &= job.pidfd >= 0;
+    }
+    poll(fds.data(), fds.size(), every_run ? 1000 : 20);
+    stop_signals::drain_event();
   }
 };
 

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "framework/stop_signals.hpp"
 #include "framework/tensor.hpp"
 #include "train/atomic_file.hpp"
 #include "train/report_tables.hpp"
@@ -233,6 +234,7 @@ std::string run_gnuplot(const std::string& gnuplot, const std::string& dir, cons
   const pid_t pid = fork();
   if (pid < 0) return "cannot start gnuplot";
   if (pid == 0) {  // only async-signal-safe calls until exec
+    stop_signals::unblock_in_child();  // gnuplot takes SIGINT and SIGTERM as it would from a shell
     if (chdir(dir.c_str()) != 0) _exit(126);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {

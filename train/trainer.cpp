@@ -12,6 +12,7 @@
 #include "framework/profile.hpp"
 #include "framework/rng.hpp"
 #include "framework/stats.hpp"
+#include "framework/stop_signals.hpp"
 #include "train/atomic_file.hpp"
 #include "train/model_io.hpp"
 #include "train/run_log.hpp"
@@ -23,42 +24,22 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The first SIGINT/SIGTERM asks the loop to stop after the current step; the handler then
-// restores the default, so a second one stops the process at once.
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-  std::signal(sig, SIG_DFL);
-}
-
-struct StopSignals {
-  StopSignals() {
-    g_stop_signal = 0;
-    std::signal(SIGINT, on_stop_signal);
-    std::signal(SIGTERM, on_stop_signal);
-  }
-  ~StopSignals() {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-  }
-};
-
 // For tests that signal a run at a known step: with TRILEMMA_WAIT_FOR_SIGNAL_AT=N in the
 // environment, the run says so on stderr after step N and waits there for SIGINT or SIGTERM.
 void wait_for_signal_if_asked(int64_t step) {
   static const char* at = std::getenv("TRILEMMA_WAIT_FOR_SIGNAL_AT");
   if (!at || std::strtoll(at, nullptr, 10) != step) return;
-  sigset_t stops, before;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_BLOCK, &stops, &before);  // no signal slips in between the check and the wait
   std::fprintf(stderr, "waiting for a signal after step %lld\n", (long long)step);
   std::fflush(stderr);
-  while (g_stop_signal == 0) sigsuspend(&before);
-  sigprocmask(SIG_SETMASK, &before, nullptr);
+  stop_signals::wait_for_request();
 }
 
+// Whether any rank has received SIGINT or SIGTERM: every rank then stops after the same step.
+bool stop_requested_on_any_rank() {
+  int64_t requested = stop_signals::requested_signal() != 0;
+  dist::allreduce_sum(&requested, 1);
+  return requested != 0;
+}
 
 std::string hex64(uint64_t v) {
   char buf[20];
@@ -202,6 +183,7 @@ EvalSettings Trainer::eval_settings() const {
 
 // The task's scores and its extra metrics that need no decoding (copy's gen_acc is eval's).
 EvalResult Trainer::evaluate() {
+  stop_signals::set_activity("evaluation", step_);
   NoGradGuard no_grad;
   model_->eval();
   const EvalSettings s = eval_settings();
@@ -214,6 +196,7 @@ EvalResult Trainer::evaluate() {
 // extra metrics, including those that decode (copy's gen_acc).
 void Trainer::evaluate_lengths_at_end() {
   if (config_.run.eval_lengths.empty()) return;
+  stop_signals::set_activity("evaluation", step_);
   NoGradGuard no_grad;
   model_->eval();
   const EvalSettings s = eval_settings();
@@ -246,6 +229,7 @@ CheckpointData Trainer::checkpoint_data() const {
 }
 
 void Trainer::save_checkpoint() {
+  stop_signals::set_activity("checkpoint write", step_);
   if (dist::rank() != 0) {  // every rank holds the same state; rank 0 writes it
     last_checkpoint_step_ = step_;
     return;
@@ -261,6 +245,7 @@ void Trainer::save_checkpoint() {
 }
 
 void Trainer::save_best_checkpoint() {
+  stop_signals::set_activity("checkpoint write", step_);
   if (dist::rank() != 0) return;
   const std::string best = dir_ + "/best.h5";
   if (last_checkpoint_step_ == step_) copy_last_checkpoint(best);  // last.h5 holds this step
@@ -268,7 +253,9 @@ void Trainer::save_best_checkpoint() {
 }
 
 void Trainer::copy_last_checkpoint(const std::string& path) const {
-  write_atomically(path, [&](const std::string& tmp) { fs::copy_file(dir_ + "/last.h5", tmp); });
+  write_atomically(path, [&](const std::string& tmp) {
+    fs::copy_file(dir_ + "/last.h5", tmp, fs::copy_options::overwrite_existing);  // over the empty temporary
+  });
 }
 
 void Trainer::write_summary(const std::string& status) const {
@@ -309,7 +296,6 @@ int Trainer::run(int64_t stop_at) {
   }
   early_stopped_ = false;
   set_detect_anomaly(rs.detect_anomaly);
-  StopSignals signals;
   // Rank 0 prints, logs and writes every file; the other ranks only compute.
   const int rank = dist::rank(), ranks = dist::size();
   std::optional<MetricsLog> log;
@@ -331,7 +317,10 @@ int Trainer::run(int64_t stop_at) {
   auto interval_start = Clock::now();
   int64_t interval_steps = 0;
   double train_acc = NAN;
-  while (step_ < rs.steps) {
+  // A signal that came before the first step (while the run was being set up) stops it here.
+  bool interrupted = stop_requested_on_any_rank();
+  if (interrupted) status = "interrupted";
+  while (step_ < rs.steps && !interrupted) {
     if (stop_at >= 0 && step_ >= stop_at) {
       status = "paused";
       break;
@@ -345,19 +334,23 @@ int Trainer::run(int64_t stop_at) {
     take_anomaly();  // a step's report names only that step's ops
     Batch global, mine;
     {
+      stop_signals::set_activity("drawing the batch", step_ + 1);
       ProfilePhase p("make_batch");
       global = make_batch(config_.task, train_stream_, uint64_t(step_), B);
       if (ranks > 1) mine = rows_of(global, row_lo, row_hi);
     }
     const Batch& batch = ranks > 1 ? mine : global;
+    stop_signals::set_activity("forward", step_ + 1);
     const Tensor logits = model_->forward(batch.inputs);
     Tensor loss = cross_entropy(logits, batch.targets);
     // With P ranks each loss is its share of the global batch's mean (scored positions here
     // over all scored positions), so the summed gradients are those of the global mean.
     if (ranks > 1) loss = mul_scalar(loss, float(double(scored(batch)) / double(scored(global))));
+    stop_signals::set_activity("backward", step_ + 1);
     backward(loss);
     const float loss_value = ranks > 1 ? all_reduce_gradients(params, loss.item(), reduce_buffer) : loss.item();
     double grad_norm;
+    stop_signals::set_activity("optimizer step", step_ + 1);
     {
       ProfilePhase p("clip_grad_norm");
       grad_norm = clip_grad_norm(params, config_.optimizer.clip);
@@ -390,6 +383,7 @@ int Trainer::run(int64_t stop_at) {
       opt_->zero_grad();
     }
     ++step_;
+    stop_signals::set_activity("logging", step_);
     tokens_seen_ += B * T;
     ++interval_steps;
     last_loss_ = loss_value;
@@ -437,10 +431,7 @@ int Trainer::run(int64_t stop_at) {
       interval_steps = 0;
     }
     wait_for_signal_if_asked(step_);
-    // A signal to any rank stops every rank after this step.
-    int64_t signalled = g_stop_signal != 0;
-    dist::allreduce_sum(&signalled, 1);
-    const bool interrupted = signalled != 0;
+    interrupted = stop_requested_on_any_rank();
     if (early_stopped_) status = "early_stop";
     if (interrupted) status = "interrupted";
     if (step_ % rs.checkpoint_every == 0 || step_ == rs.steps || early_stopped_ || interrupted)
@@ -449,7 +440,8 @@ int Trainer::run(int64_t stop_at) {
     if (write_best) save_best_checkpoint();
     if (early_stopped_ || interrupted) break;
   }
-  if (status == "paused") save_checkpoint();
+  if (status == "paused" || (interrupted && last_checkpoint_step_ != step_)) save_checkpoint();
+  stop_signals::set_activity("finishing", step_);
   progress.finish();
   if (profiling()) {
     profile_enable(false);
@@ -465,10 +457,15 @@ int Trainer::run(int64_t stop_at) {
   if (best_step_ >= 0) std::printf(", best %.4f at step %lld", best_acc_, (long long)best_step_);
   std::printf("\nparams_fnv1a %s\nrun folder %s (last.h5, best.h5, metrics.jsonl, metrics.csv, summary.json)\n",
               hex64(model_->parameters_fnv1a()).c_str(), dir_.c_str());
+  const stop_signals::Request stop = stop_signals::request();
+  if (stop.signal != 0)
+    std::printf("stopped by %s, which arrived during %s (step %lld)\n", stop_signals::signal_name(stop.signal).c_str(),
+                stop.activity.c_str(), (long long)stop.step);
   if (status == "interrupted" || status == "paused")
     std::printf("continue with: %strilemma train --resume %s\n",
                 ranks > 1 ? ("mpirun -np " + std::to_string(ranks) + " ").c_str() : "", dir_.c_str());
-  return status == "interrupted" ? 128 + int(g_stop_signal != 0 ? g_stop_signal : SIGTERM) : 0;
+  // Another rank's signal stops this one too, with the same exit code.
+  return stop.signal != 0 ? 128 + stop.signal : status == "interrupted" ? 128 + SIGTERM : 0;
 }
 
 }  // namespace tri::cli
