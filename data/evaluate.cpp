@@ -9,7 +9,7 @@ EvalResult evaluate_task(const TaskConfig& cfg, const BatchLogits& logits_of, co
   if (s.batches < 1 || s.batch_size < 1)
     throw Error("evaluate: batches " + std::to_string(s.batches) + " and batch size " +
                 std::to_string(s.batch_size) + " must be >= 1");
-  const uint64_t stream = stream_seed(s.seed, "eval");
+  const uint64_t stream = stream_seed(s.seed, s.split);
   EvalResult r;
   r.seq_len = cfg.length();
   TaskScore& total = r.score;

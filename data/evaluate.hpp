@@ -13,7 +13,8 @@ namespace tri {
 struct EvalSettings {
   int64_t batches = 4;      // batch indices 0..batches-1 of the evaluation stream
   int64_t batch_size = 32;  // rows per batch
-  uint64_t seed = 0;        // base seed; the stream is stream_seed(seed, "eval")
+  uint64_t seed = 0;        // base seed; the stream is stream_seed(seed, split)
+  std::string split = "eval";  // "eval" (held-out test) or "valid" (validation)
 };
 
 struct EvalResult {

@@ -2,6 +2,8 @@
 //   Fillers from [1, V/4), one key from [V/4, V/2) at T-2-d and its value from [V/2, V) right
 //   after it; the last input is the key. Scored: t = T-1, target the value. Row i of a batch
 //   uses distance distances[i % count]; extra metrics: the accuracy per distance (acc@d).
+//   --distractors: fillers drawn from the values' range too, so the value is no longer the one
+//   token of its kind in the row: reaching it needs the key matched, not only a long reach.
 #include <map>
 
 #include "data/tasks.hpp"
@@ -14,10 +16,13 @@ namespace {
 class NeedleTask : public TaskOptions {
  public:
   std::vector<int64_t> distances = {4, 16, 64, 128, 250};
+  bool distractors = false;
 
   void visit(FieldVisitor& v) override {
     v.int_list("distance", distances, {1, int64_t(1) << 24},
                "key-query distances, comma-separated; row i uses the (i mod count)-th");
+    v.boolean("distractors", distractors,
+              "fillers drawn from the values' range too: the answer must be found by its key", FieldAge::added_later);
   }
   std::unique_ptr<Options> clone() const override { return std::make_unique<NeedleTask>(*this); }
 
@@ -35,7 +40,12 @@ class NeedleTask : public TaskOptions {
 
   void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     const int64_t T = r.T, V = c.vocab_size(), distance = distances[size_t(r.index) % distances.size()];
-    for (int64_t t = 0; t < T; ++t) r.x[t] = int32_t(1 + rng.below(uint64_t(V / 4 - 1)));
+    // Fillers: [1, V/4), or with distractors [1, V/4) and [V/2, V) alike.
+    const uint64_t low = uint64_t(V / 4 - 1), fillers = distractors ? low + uint64_t(V - V / 2) : low;
+    for (int64_t t = 0; t < T; ++t) {
+      const uint64_t f = rng.below(fillers);
+      r.x[t] = int32_t(f < low ? 1 + f : uint64_t(V / 2) + (f - low));
+    }
     const int32_t key = int32_t(V / 4 + int64_t(rng.below(uint64_t(V / 2 - V / 4))));
     const int32_t value = int32_t(V / 2 + int64_t(rng.below(uint64_t(V - V / 2))));
     const int64_t p = T - 2 - distance;
@@ -54,8 +64,8 @@ class NeedleTask : public TaskOptions {
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     auto n = [](int64_t v) { return std::to_string(v); };
-    return "fillers 1.." + n(V / 4 - 1) + ", keys " + n(V / 4) + ".." + n(V / 2 - 1) + ", values " + n(V / 2) +
-           ".." + n(V - 1);
+    return "fillers 1.." + n(V / 4 - 1) + (distractors ? " and " + n(V / 2) + ".." + n(V - 1) : "") + ", keys " +
+           n(V / 4) + ".." + n(V / 2 - 1) + ", values " + n(V / 2) + ".." + n(V - 1);
   }
 
   std::string group_name() const override { return "distance"; }

@@ -136,8 +136,10 @@ struct TaskConfig : Options {
   void validate() const;
 };
 
-// The seed of the training or evaluation stream ("train" | "eval") from one base seed: distinct
-// constants through seed_mix, so the two streams never share a row.
+// The seed of one of a run's three streams from one base seed: "train" (the batches it trains on),
+// "valid" (its periodic evaluations: early stopping, best.h5, choosing a recipe) and "eval" (the
+// held-out test stream: the final evaluation a run reports, `trilemma eval`, `generate`).
+// Distinct constants through seed_mix, so no two streams share a row.
 uint64_t stream_seed(uint64_t base_seed, const std::string& split);
 
 // Batch `batch_index` of the stream `seed` (validates cfg first).

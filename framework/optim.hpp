@@ -140,13 +140,18 @@ double clip_grad_norm(const std::vector<Parameter>& params, double max_norm);
 //   constant, after warm-up:  base_lr
 //   cosine, after warm-up:    min_lr + 0.5*(base_lr - min_lr)*(1 + cos(pi*progress)),
 //                             progress = (step - warmup) / max(1, total - warmup), clamped to [0, 1]
-// so cosine reaches min_lr at step == total and stays there.
+//   wsd (warm-up, stable, decay), after warm-up: base_lr until the decay starts at
+//                             start = max(warmup, total - round(decay_fraction * total)), then
+//                             linearly to min_lr: min_lr + (base_lr - min_lr) * (total - step) / (total - start)
+// so cosine and wsd reach min_lr at step == total and stay there. wsd keeps the full rate through
+// a plateau's escape, which cosine has already cut.
 class LrSchedule {
  public:
-  // kind: "constant" or "cosine". Requires base_lr >= 0, 0 <= min_lr <= base_lr,
-  // 0 <= warmup_steps <= total_steps; min_lr is only used by "cosine".
+  // kind: "constant", "cosine" or "wsd". Requires base_lr >= 0, 0 <= min_lr <= base_lr,
+  // 0 <= warmup_steps <= total_steps, 0 <= decay_fraction <= 1; min_lr is used by cosine and
+  // wsd, decay_fraction by wsd.
   LrSchedule(const std::string& kind, double base_lr, int64_t warmup_steps, int64_t total_steps,
-             double min_lr = 0.0);
+             double min_lr = 0.0, double decay_fraction = 0.2);
   double lr_at(int64_t step) const;
   std::string describe() const;  // one line, for the printed config
 
@@ -155,11 +160,12 @@ class LrSchedule {
   double min_lr() const { return min_lr_; }
   int64_t warmup_steps() const { return warmup_; }
   int64_t total_steps() const { return total_; }
+  int64_t decay_start() const { return decay_start_; }  // wsd: the first step of the decay
 
  private:
   std::string kind_;
   double base_lr_, min_lr_;
-  int64_t warmup_, total_;
+  int64_t warmup_, total_, decay_start_;
 };
 
 }  // namespace tri

@@ -11,15 +11,15 @@ namespace tri {
 // ---- the calls a visit() makes -------------------------------------------------------------
 
 void FieldVisitor::integer(const std::string& key, int64_t& v, IntRange r, const std::string& help,
-                           ZeroRule zero) {
+                           ZeroRule zero, FieldAge age) {
   IntSpec s;
-  s.key = key, s.help = help, s.range = r, s.zero = std::move(zero);
+  s.key = key, s.help = help, s.range = r, s.zero = std::move(zero), s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 
-void FieldVisitor::real(const std::string& key, double& v, RealRange r, const std::string& help) {
+void FieldVisitor::real(const std::string& key, double& v, RealRange r, const std::string& help, FieldAge age) {
   RealSpec s;
-  s.key = key, s.help = help, s.range = r;
+  s.key = key, s.help = help, s.range = r, s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 

@@ -1,5 +1,7 @@
 #include "block.hpp"
 
+#include <cmath>
+
 #include "framework/autograd.hpp"
 #include "models/family.hpp"
 
@@ -18,6 +20,15 @@ Block::Block(const ModelConfig& cfg, Rng& rng) : pre_norm(cfg.norm == "pre") {
     add_module("norm2", *norm2);
     mlp = std::make_unique<Mlp>(cfg.d_model, rng);
     add_module("mlp", *mlp);
+  }
+  if (cfg.rescale_residual) {
+    const double branches = mlp ? 2.0 : 1.0;
+    const float scale = float(1.0 / std::sqrt(branches * double(cfg.n_layers)));
+    for (const Parameter& p : parameters())
+      if (p.name.ends_with("out_proj.weight") || p.name.ends_with("fc2.weight")) {
+        Tensor w = p.tensor;
+        for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= scale;
+      }
   }
 }
 

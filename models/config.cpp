@@ -41,6 +41,10 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.choice("norm", norm, {"pre", "post"}, "pre: x + f(LN(x)); post: LN(x + f(x)) as the book's block");
   v.choice("mlp", mlp, {"none", "gelu"}, "none or gelu (d_ff = 4 d-model) after each mixer");
   v.boolean("tie-embeddings", tie_embeddings, "use the embedding as the output head");
+  v.boolean("rescale-residual", rescale_residual,
+            "initialise each residual branch's output projection (out_proj, fc2) divided by "
+            "sqrt(branches per block x n-layers), as mamba_ssm and GPT-2 do",
+            FieldAge::added_later);
   v.integer("max-seq-len", max_seq_len, {1, int64_t(1) << 24}, "learned positions' table size",
             zero_means("the task's seq-len",
                        [](const FieldLookup& l) { return l.integer("seq-len").value_or(0); }));

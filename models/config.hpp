@@ -23,6 +23,10 @@ struct ModelConfig : Options {
   std::string norm = "pre";          // pre: X + f(LN(X)); post: LN(X + f(X)) as the book's block
   std::string mlp = "gelu";          // none | gelu (d_ff = 4 d_model)
   bool tie_embeddings = false;
+  // Each residual branch's output projection (a mixer's out_proj, the MLP's fc2) initialised
+  // divided by sqrt(branches per block x n_layers): mamba_ssm's rescale_prenorm_residual, GPT-2's
+  // scheme, which keeps the residual stream's variance from growing with depth.
+  bool rescale_residual = false;
   int64_t max_seq_len = 0;           // learned positions' table size; 0: the task's seq-len
   OptionsBox<Options> mixer;         // the family's own options (FamilySpec::options)
 

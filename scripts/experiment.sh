@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs one experiment of experiments/: its sweep (two runs at a time, one thread each), its
 # scaling benchmark when it has one (experiments/NAME.bench: the options of
-# `trilemma bench scaling`), and its report. The run folders go to runs/NAME/ (not versioned;
-# a second call skips finished runs and resumes interrupted ones); the results (tables, plots,
-# results.csv, the runs' metrics) are copied to results/NAME/.
+# `trilemma bench scaling`), and its report. The run folders, the report and the tables go to
+# runs/NAME/ (not versioned; a second call skips finished runs and resumes interrupted ones).
+# Only when asked (SAVE=1) are the results (tables, plots, results.csv, the runs' metrics)
+# copied to results/NAME/, the versioned record.
 #   scripts/experiment.sh NAME [extra sweep options, e.g. --set steps=100]
+#   SAVE=1 scripts/experiment.sh NAME           also replace results/NAME/
 #   JOBS=1 scripts/experiment.sh scaling       one run at a time, with every core
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,10 @@ if [[ -f "experiments/$name.bench" && ! -s "$out/scaling.jsonl" ]]; then
   "$bin" bench scaling $(grep -v '^#' "experiments/$name.bench") --out "$out/scaling.jsonl"
 fi
 "$bin" report "$out"
+if [[ "${SAVE:-0}" != 1 ]]; then
+  echo "report: $out/report.md (SAVE=1 scripts/experiment.sh $name copies the results to results/$name/)"
+  exit $status
+fi
 mkdir -p "results/$name"
 ( cd "$out" && find . -maxdepth 1 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.jsonl' -o -name 'sweep.json' \) -print0 | xargs -0 -r cp --parents -t "$root/results/$name" )
 [[ -d "$out/plots" ]] && { rm -rf "results/$name/plots"; cp -r "$out/plots" "results/$name/plots"; }

@@ -99,6 +99,11 @@ def lr_at(step, h):
         return h["lr"] * (step + 1) / warmup
     if h["schedule"] == "constant":
         return h["lr"]
+    if h["schedule"] == "wsd":
+        start = max(warmup, total - math.floor(h["decay-fraction"] * total + 0.5))
+        if step < start:
+            return h["lr"]
+        return h["min-lr"] + (h["lr"] - h["min-lr"]) * max(total - step, 0) / (total - start)
     progress = min(max((step - warmup) / max(1, total - warmup), 0.0), 1.0)
     return h["min-lr"] + 0.5 * (h["lr"] - h["min-lr"]) * (1.0 + math.cos(math.pi * progress))
 
@@ -109,6 +114,7 @@ def hyperparameters(config, path):
     h = {k: float(config[k]) for k in ("lr", "beta1", "beta2", "eps", "weight-decay", "clip", "min-lr")}
     h.update({k: int(config[k]) for k in ("warmup", "steps", "batch")})
     h["schedule"] = config["schedule"]
+    h["decay-fraction"] = float(config.get("decay-fraction", 0.2))
     return h
 
 

@@ -359,6 +359,32 @@ TEST_CASE("parameter names and shapes are CHECKPOINT.md's; counts follow the for
   }
 }
 
+TEST_CASE("rescale-residual: each residual branch's output projection divided by sqrt(branches x layers)") {
+  for (const char* family : {"attention", "linear", "mamba"})
+    for (const char* mlp : {"none", "gelu"}) {
+      INFO(family << " mlp " << mlp);
+      ModelConfig c = small(family);
+      c.mlp = mlp;
+      c.n_layers = 3;
+      LanguageModel plain(c, 7);
+      c.rescale_residual = true;
+      LanguageModel scaled(c, 7);
+      // The same draws, then the projections scaled: 1/sqrt(3) without an MLP, 1/sqrt(6) with one.
+      const float scale = float(1.0 / std::sqrt((std::string(mlp) == "gelu" ? 2.0 : 1.0) * 3.0));
+      const std::vector<Parameter> a = plain.parameters(), b = scaled.parameters();
+      REQUIRE(a.size() == b.size());
+      int projections = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        INFO(a[i].name);
+        const bool branch_out = a[i].name.ends_with("out_proj.weight") || a[i].name.ends_with("fc2.weight");
+        projections += branch_out;
+        for (int64_t j = 0; j < a[i].tensor.numel(); ++j)
+          REQUIRE(b[i].tensor.data()[j] == (branch_out ? a[i].tensor.data()[j] * scale : a[i].tensor.data()[j]));
+      }
+      CHECK(projections == 3 * (std::string(mlp) == "gelu" ? 2 : 1));
+    }
+}
+
 TEST_CASE("config validation names the field and what is allowed") {
   std::vector<std::pair<ModelConfig, std::string>> bad;
   auto with = [](ModelConfig c, auto change) {

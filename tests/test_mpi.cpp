@@ -124,7 +124,7 @@ TEST_CASE("mpi: P = 2 trains to the parameters of P = 1 on the same global batch
     CAPTURE(key);
     CHECK(metric(two, 20, "train", key) == doctest::Approx(metric(one, 20, "train", key)).epsilon(1e-5));
   }
-  CHECK(metric(two, 20, "eval", "acc") == doctest::Approx(metric(one, 20, "eval", "acc")).epsilon(0.02));
+  CHECK(metric(two, 20, "valid", "acc") == doctest::Approx(metric(one, 20, "valid", "acc")).epsilon(0.02));
   // Rank 0 alone writes: the metrics rows of one run.
   CHECK(count_lines(read_text(two / "metrics.jsonl")) == count_lines(read_text(one / "metrics.jsonl")));
   CHECK(json_value(two / "summary.json", "tokens_seen") == json_value(one / "summary.json", "tokens_seen"));

@@ -404,10 +404,26 @@ TEST_CASE("LrSchedule: warm-up, constant and cosine endpoints, monotonicity") {
     CHECK(LrSchedule("cosine", base, 0, 50).lr_at(0) == base);
     CHECK(s.describe().find("cosine") != std::string::npos);
   }
+  SUBCASE("wsd: warm-up, the full rate, then linearly to min_lr over the last share") {
+    LrSchedule s("wsd", base, 10, 100, min_lr, 0.2);
+    CHECK(s.decay_start() == 80);
+    CHECK(s.lr_at(0) == doctest::Approx(base / 10));
+    for (int64_t t = 10; t < 80; ++t) CHECK(s.lr_at(t) == base);
+    CHECK(s.lr_at(90) == doctest::Approx((base + min_lr) / 2));      // half way through the decay
+    CHECK(s.lr_at(99) == doctest::Approx(min_lr + (base - min_lr) / 20));
+    CHECK(s.lr_at(100) == min_lr);
+    CHECK(s.lr_at(5000) == min_lr);
+    for (int64_t t = 81; t <= 100; ++t) CHECK(s.lr_at(t) < s.lr_at(t - 1));
+    // The decay never starts inside the warm-up; a share of 0 is the constant schedule.
+    CHECK(LrSchedule("wsd", base, 50, 100, 0, 0.9).decay_start() == 50);
+    CHECK(LrSchedule("wsd", base, 0, 100, 0, 0).lr_at(99) == base);
+    CHECK(s.describe().find("decay_start=80") != std::string::npos);
+  }
 }
 
 TEST_CASE("LrSchedule rejects bad arguments") {
-  check_error([] { LrSchedule("linear", 1e-3, 0, 10); }, {"'linear'", "constant, cosine"});
+  check_error([] { LrSchedule("linear", 1e-3, 0, 10); }, {"'linear'", "constant, cosine, wsd"});
+  check_error([] { LrSchedule("wsd", 1e-3, 0, 10, 0, 1.5); }, {"decay_fraction = 1.5", "0..1"});
   check_error([] { LrSchedule("cosine", -1e-3, 0, 10); }, {"base_lr", "-0.001"});
   check_error([] { LrSchedule("cosine", 1e-3, 0, 10, 1e-2); }, {"min_lr", "0.01"});
   check_error([] { LrSchedule("cosine", 1e-3, 0, 10, -1e-5); }, {"min_lr", "-1e-05"});

@@ -257,12 +257,43 @@ TEST_CASE("tasks: needle layout and per-row distances") {
   }
 }
 
-TEST_CASE("tasks: rows are a pure function of (seed, batch, row); train and eval differ") {
+TEST_CASE("tasks: needle with distractors: values among the fillers, the key still unique") {
+  TaskConfig c = config("needle", {{"distance", "4,250"}, {"distractors", "1"}, {"vocab", "64"}});
+  const int64_t T = 256, V = 64;
+  Batch b = make_batch(c, 4, 0, 8);
+  check_targets_follow_mask(b);
+  int64_t value_fillers = 0, fillers = 0;
+  for (int64_t i = 0; i < 8; ++i) {
+    const int64_t d = i % 2 ? 250 : 4;
+    RowView r = row(b, i);
+    const int32_t key = r.x[T - 1], value = r.x[T - 1 - d];
+    CHECK(r.x[T - 2 - d] == key);
+    CHECK(r.y[T - 1] == value);
+    for (int64_t t = 0; t < T; ++t) {
+      if (t == T - 1 || t == T - 2 - d || t == T - 1 - d) continue;
+      CHECK(((r.x[t] >= 1 && r.x[t] < V / 4) || (r.x[t] >= V / 2 && r.x[t] < V)));  // never a key
+      value_fillers += r.x[t] >= V / 2;
+      ++fillers;
+    }
+  }
+  // Drawn from 15 filler ids and 32 value ids alike: 32/47 of the fillers are values (0.68; with
+  // 2016 fillers its standard deviation is 0.010, the bounds are 5 of them away).
+  CHECK(double(value_fillers) / double(fillers) > 0.63);
+  CHECK(double(value_fillers) / double(fillers) < 0.73);
+  // Without distractors the same seed gives the plain layout.
+  TaskConfig plain = config("needle", {{"distance", "4,250"}, {"vocab", "64"}});
+  const Batch p = make_batch(plain, 4, 0, 8);
+  for (int64_t t = 0; t < T - 6; ++t) CHECK(row(p, 0).x[t] < V / 4);
+}
+
+TEST_CASE("tasks: rows are a pure function of (seed, batch, row); train, valid and eval differ") {
   for (const std::string& task : task_names()) {
     CAPTURE(task);
     TaskConfig c = config(task);
-    const uint64_t train = stream_seed(42, "train"), eval = stream_seed(42, "eval");
+    const uint64_t train = stream_seed(42, "train"), eval = stream_seed(42, "eval"), valid = stream_seed(42, "valid");
     CHECK(train != eval);
+    CHECK(valid != eval);
+    CHECK(valid != train);
     Batch a = make_batch(c, train, 5, 16), again = make_batch(c, train, 5, 16);
     CHECK(a.inputs.values() == again.inputs.values());
     CHECK(a.targets.values() == again.targets.values());
@@ -276,8 +307,10 @@ TEST_CASE("tasks: rows are a pure function of (seed, batch, row); train and eval
     CHECK(std::equal(small.inputs.values().begin(), small.inputs.values().end(), a.inputs.values().begin()));
     // Other batches, the eval stream and other rows differ.
     CHECK(make_batch(c, train, 6, 16).inputs.values() != a.inputs.values());
-    Batch e = make_batch(c, eval, 5, 16);
+    Batch e = make_batch(c, eval, 5, 16), v = make_batch(c, valid, 5, 16);
     CHECK(e.inputs.values() != a.inputs.values());
+    CHECK(v.inputs.values() != e.inputs.values());
+    CHECK(v.inputs.values() != a.inputs.values());
     const int64_t T = c.length();
     CHECK(!std::equal(a.inputs.values().begin(), a.inputs.values().begin() + T, a.inputs.values().begin() + T));
   }

@@ -84,10 +84,15 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
                "assert all(r[\"loss\"] > 0 and 0 <= r[\"acc\"] <= 1 for r in rows)\n"
                "assert all(r[\"grad_norm\"] > 0 and r[\"tokens_per_s\"] > 0 for r in rows if r[\"split\"] == \"train\")' '" +
                (out / "metrics.jsonl").string() + "' > '" + rows.string() + "'").c_str());
-  CHECK(read_text(rows) == "t7 t14 e20 t21 t28 t35 e40 t42 t45 e45\n");
+  CHECK(read_text(rows) == "t7 t14 v20 t21 t28 t35 v40 t42 t45 v45\n");  // v: the validation stream
 
   CHECK(json_value(out / "summary.json", "status") == "\"finished\"");
   CHECK(json_value(out / "summary.json", "step") == "45");
+  // The reported accuracy is the held-out test stream's, evaluated once the run is complete; the
+  // validation stream's last evaluation (which chose best.h5) is beside it, on other rows.
+  CHECK(json_value(out / "summary.json", "final_eval").find("\"step\": 45") != std::string::npos);
+  CHECK(json_value(out / "summary.json", "final_valid").find("\"step\": 45") != std::string::npos);
+  CHECK(json_value(out / "summary.json", "final_eval") != json_value(out / "summary.json", "final_valid"));
   // The config in the summary is typed JSON: numbers, booleans, strings.
   CHECK(capture("/usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))[\"config\"]\n"
                 "print(*(type(c[k]).__name__ + \"=\" + json.dumps(c[k]) for k in (\"batch\", \"lr\", \"tie-embeddings\","
@@ -197,7 +202,7 @@ TEST_CASE("train: early stop, progress output and lines") {
   CHECK(json_value(out / "summary.json", "status") == "\"early_stop\"");
   CHECK(json_value(out / "summary.json", "step") == "20");
   CHECK(r.out.find("step 7/100  loss ") != std::string::npos);
-  CHECK(r.out.find("eval step 20: token_acc ") != std::string::npos);
+  CHECK(r.out.find("valid step 20: token_acc ") != std::string::npos);
   CHECK(run("train --resume '" + out.string() + "'").out.find("nothing to do") != std::string::npos);
 
   // The live bar goes to stderr, redrawn in place.

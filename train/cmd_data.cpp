@@ -100,10 +100,10 @@ void data_options(CommandOptions& o) {
       ("seed", po::value<int64_t>()->value_name("S")->default_value(0)->notifier(check_seed), "base seed of the streams")
       ("split", po::value<std::string>()->value_name("NAME")->default_value("train")
                     ->notifier([](const std::string& s) {
-                      if (s != "train" && s != "eval")
-                        throw UsageError("--split '" + s + "' unknown (allowed: train, eval)");
+                      if (s != "train" && s != "valid" && s != "eval")
+                        throw UsageError("--split '" + s + "' unknown (allowed: train, valid, eval)");
                     }),
-       "stream: train or eval")
+       "stream: train, valid (periodic evaluations) or eval (the held-out test stream)")
       ("batch", po::value<int64_t>()->value_name("I")->default_value(0),
        "batch index in the stream (dump: the first one written)")
       ("batches", po::value<int64_t>()->value_name("N")->default_value(1)->notifier(in_range<int64_t>("batches", 1, 1 << 20)),

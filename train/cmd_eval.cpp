@@ -158,7 +158,10 @@ int run_eval(const po::variables_map& vm) {
   const std::vector<int64_t> lengths = eval_lengths(vm, task, saved.model);
 
   EvalSettings s;
-  s.batches = vm.count("batches") ? vm["batches"].as<int64_t>() : saved.run.eval_batches;
+  // By default the run's own final evaluation on the test stream, the accuracy it reports.
+  s.batches = vm.count("batches")                 ? vm["batches"].as<int64_t>()
+              : saved.run.final_eval_batches > 0 ? saved.run.final_eval_batches
+                                                  : saved.run.eval_batches;
   s.batch_size = vm.count("batch") ? vm["batch"].as<int64_t>() : saved.run.eval_batch;
   s.seed = uint64_t(vm.count("seed") ? vm["seed"].as<int64_t>() : saved.run.seed);
   const bool generative = task.behaviour().stop_token(task) >= 0;

@@ -21,17 +21,23 @@ void OptimizerConfig::visit(FieldVisitor& v) {
 }
 
 void ScheduleConfig::visit(FieldVisitor& v) {
-  v.choice("schedule", schedule, {"cosine", "constant"},
-           "learning rate after warm-up: cosine (to min-lr at the last step) or constant");
+  v.choice("schedule", schedule, {"cosine", "constant", "wsd"},
+           "learning rate after warm-up: cosine (to min-lr at the last step), constant, or wsd (constant, "
+           "then linearly to min-lr over the last --decay-fraction of the steps)");
   v.integer("warmup", warmup, {0, kBig}, "linear warm-up steps (beyond --steps: warm-up throughout)");
-  v.real("min-lr", min_lr, {0.0, 10.0}, "cosine schedule: final learning rate (at most --lr)");
+  v.real("min-lr", min_lr, {0.0, 10.0}, "cosine and wsd schedules: final learning rate (at most --lr)");
+  v.real("decay-fraction", decay_fraction, {0.0, 1.0}, "wsd schedule: the share of the steps over which it decays",
+         FieldAge::added_later);
 }
 
 void RunSettings::visit(FieldVisitor& v) {
   v.integer("batch", batch, {1, 1 << 20}, "rows per training batch");
   v.integer("steps", steps, {1, kBig}, "training steps");
   v.integer("eval-every", eval_every, {1, kBig}, "steps between evaluations (and at the last step)");
-  v.integer("eval-batches", eval_batches, {1, 1 << 20}, "batches per evaluation");
+  v.integer("eval-batches", eval_batches, {1, 1 << 20}, "batches per periodic evaluation (validation stream)");
+  v.integer("final-eval-batches", final_eval_batches, {0, 1 << 20},
+            "batches of the final evaluation on the held-out test stream, the accuracy the run reports; "
+            "0 = --eval-batches", {}, FieldAge::added_later);
   v.integer("eval-batch", eval_batch, {1, 1 << 20}, "rows per evaluation batch",
             zero_means("--batch", [](const FieldLookup& l) { return l.integer("batch").value_or(0); }));
   v.real("early-stop", early_stop, {0.0, 1.0},

@@ -29,9 +29,10 @@ struct OptimizerConfig : Options {
 };
 
 struct ScheduleConfig : Options {
-  std::string schedule = "cosine";  // cosine | constant, after a linear warm-up
+  std::string schedule = "cosine";  // cosine | constant | wsd, after a linear warm-up
   int64_t warmup = 50;
-  double min_lr = 0;                // cosine: the learning rate at the last step
+  double min_lr = 0;                // cosine, wsd: the learning rate at the last step
+  double decay_fraction = 0.2;      // wsd: the last share of the steps, decaying to min_lr
   void visit(FieldVisitor& v) override;
   std::unique_ptr<Options> clone() const override { return std::make_unique<ScheduleConfig>(*this); }
 };
@@ -40,6 +41,7 @@ struct ScheduleConfig : Options {
 struct RunSettings : Options {
   int64_t batch = 32, steps = 1000;
   int64_t eval_every = 100, eval_batches = 4;
+  int64_t final_eval_batches = 0;  // of the final evaluation on the test stream; 0: eval_batches
   int64_t eval_batch = 0;        // rows per evaluation batch; 0: batch
   double early_stop = 0;         // stop once evaluation token accuracy >= this; 0 = never
   int64_t checkpoint_every = 0;  // 0: eval-every

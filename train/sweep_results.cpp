@@ -33,9 +33,10 @@ std::string first_line(const std::string& path) {
 
 Json value_or_null(const Json& j, const char* key) { return j.is_object() && j.contains(key) ? j[key] : Json(); }
 
-// summary.json's final_eval holds the extra metrics beside the scores; the row nests them.
-Json final_eval(const Json& summary) {
-  const Json f = value_or_null(summary, "final_eval");
+// summary.json's final_eval (held-out test stream) or final_valid (validation stream) holds the
+// extra metrics beside the scores; the row nests them.
+Json final_scores(const Json& summary, const char* key) {
+  const Json f = value_or_null(summary, key);
   if (!f.is_object()) return Json();
   Json out = {{"step", f.value("step", Json())}, {"token_acc", f.value("token_acc", Json())},
               {"seq_acc", f.value("seq_acc", Json())}, {"loss", f.value("loss", Json())}};
@@ -82,7 +83,8 @@ std::string csv_text(const std::vector<Json>& rows) {
   std::vector<std::string> columns = head;
   columns.insert(columns.end(), config_keys.begin(), config_keys.end());
   columns.insert(columns.end(), outcome.begin(), outcome.end());
-  for (const char* c : {"final_token_acc", "final_seq_acc", "final_loss", "best_token_acc", "best_step"}) columns.push_back(c);
+  for (const char* c : {"final_token_acc", "final_seq_acc", "final_loss", "valid_token_acc", "best_token_acc", "best_step"})
+    columns.push_back(c);
   for (const std::string& k : extra_keys) columns.push_back("final_" + k);
   for (int64_t L : lengths)
     for (const char* m : {"token_acc", "seq_acc"}) columns.push_back("len" + std::to_string(L) + "_" + m);
@@ -96,6 +98,7 @@ std::string csv_text(const std::vector<Json>& rows) {
     for (const std::string& k : outcome) cells.push_back(csv_cell(r[k]));
     const Json& f = r["final"];
     for (const char* k : {"token_acc", "seq_acc", "loss"}) cells.push_back(csv_cell(value_or_null(f, k)));
+    cells.push_back(csv_cell(value_or_null(r["valid"], "token_acc")));
     cells.push_back(csv_cell(value_or_null(r["best"], "token_acc")));
     cells.push_back(csv_cell(value_or_null(r["best"], "step")));
     for (const std::string& k : extra_keys)
@@ -163,10 +166,11 @@ Json result_row(const SweepRun& run, const std::string& dir, const Grid& grid) {
   row["ms_per_step"] = value_or_null(s, "ms_per_step");
   row["peak_memory_bytes"] = value_or_null(s, "peak_memory_bytes");
   row["chance"] = run.config.task.behaviour().chance_accuracy(run.config.task);
-  row["final"] = final_eval(s);
+  row["final"] = final_scores(s, "final_eval");
+  row["valid"] = final_scores(s, "final_valid");
   row["best"] = value_or_null(s, "best_step").is_null()
                     ? Json()
-                    : Json{{"token_acc", s["best_eval_acc"]}, {"step", s["best_step"]}};
+                    : Json{{"token_acc", s["best_valid_acc"]}, {"step", s["best_step"]}};
   row["lengths"] = value_or_null(s, "lengths").is_array() ? s["lengths"] : Json::array();
   return row;
 }

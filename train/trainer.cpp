@@ -145,7 +145,8 @@ Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(conf
   const int64_t steps = config_.run.steps;
   model_ = std::make_unique<LanguageModel>(config_.model, seed_mix(seed, 0));
   opt_ = make_optimizer(config_.optimizer, *model_);
-  schedule_ = std::make_unique<LrSchedule>(s.schedule, config_.optimizer.lr, std::min(s.warmup, steps), steps, s.min_lr);
+  schedule_ = std::make_unique<LrSchedule>(s.schedule, config_.optimizer.lr, std::min(s.warmup, steps), steps, s.min_lr,
+                                           s.decay_fraction);
   train_stream_ = stream_seed(seed, "train");
 }
 
@@ -177,16 +178,19 @@ double Trainer::elapsed() const {
   return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count();
 }
 
-EvalSettings Trainer::eval_settings() const {
-  return {config_.run.eval_batches, config_.run.eval_batch, uint64_t(config_.run.seed)};
+EvalSettings Trainer::eval_settings(const std::string& split) const {
+  const RunSettings& rs = config_.run;
+  const int64_t batches = split == "eval" && rs.final_eval_batches > 0 ? rs.final_eval_batches : rs.eval_batches;
+  return {batches, rs.eval_batch, uint64_t(rs.seed), split};
 }
 
-// The task's scores and its extra metrics that need no decoding (copy's gen_acc is eval's).
-EvalResult Trainer::evaluate() {
+// The task's scores and its extra metrics that need no decoding (copy's gen_acc is eval's), on
+// the validation stream ("valid") or the held-out test stream ("eval").
+EvalResult Trainer::evaluate(const std::string& split) {
   stop_signals::set_activity("evaluation", step_);
   NoGradGuard no_grad;
   model_->eval();
-  const EvalSettings s = eval_settings();
+  const EvalSettings s = eval_settings(split);
   EvalResult r = evaluate_task(config_.task, [&](const Batch& b) { return model_->forward(b.inputs); }, s);
   model_->train();
   return r;
@@ -199,7 +203,7 @@ void Trainer::evaluate_lengths_at_end() {
   stop_signals::set_activity("evaluation", step_);
   NoGradGuard no_grad;
   model_->eval();
-  const EvalSettings s = eval_settings();
+  const EvalSettings s = eval_settings("eval");
   const GreedyDecoder decode = greedy_decoder(*model_);
   length_evals_ = tri::evaluate_lengths(config_.task, config_.run.eval_lengths,
                                         [&](const Batch& b) { return model_->forward(b.inputs); }, s, &decode);
@@ -268,8 +272,11 @@ void Trainer::write_summary(const std::string& status) const {
   j["tokens_seen"] = tokens_seen_;
   j["final_train_loss"] = last_loss_;  // NaN (no step this invocation) is written as null
   j["skipped_steps"] = skipped_steps_;  // non-finite loss or gradients (--on-nonfinite skip)
-  j["final_eval"] = last_eval_step_ >= 0 ? eval_json(last_eval_, last_eval_step_) : Json();
-  j["best_eval_acc"] = best_step_ >= 0 ? Json(best_acc_) : Json();
+  // The reported accuracy: the held-out test stream, once the run is complete; the validation
+  // stream's last evaluation, which chose when to stop and which checkpoint is best, beside it.
+  j["final_eval"] = test_eval_ ? eval_json(*test_eval_, step_) : Json();
+  j["final_valid"] = last_eval_step_ >= 0 ? eval_json(last_eval_, last_eval_step_) : Json();
+  j["best_valid_acc"] = best_step_ >= 0 ? Json(best_acc_) : Json();
   j["best_step"] = best_step_ >= 0 ? Json(best_step_) : Json();
   j["parameters"] = model_->num_parameters();
   j["state_bytes_per_sequence"] = model_->state_bytes(config_.task.length());
@@ -409,7 +416,7 @@ int Trainer::run(int64_t stop_at) {
 
     bool write_best = false;
     if (step_ % rs.eval_every == 0 || step_ == rs.steps) {
-      last_eval_ = evaluate();
+      last_eval_ = evaluate("valid");
       last_eval_step_ = step_;
       const TaskScore& score = last_eval_.score;
       const bool best = score.token_acc > best_acc_;
@@ -417,13 +424,13 @@ int Trainer::run(int64_t stop_at) {
       early_stopped_ = rs.early_stop > 0 && score.token_acc >= rs.early_stop;
       MetricsRow eval_row;
       eval_row.step = step_;
-      eval_row.split = "eval";
+      eval_row.split = "valid";
       eval_row.loss = score.loss;
       eval_row.acc = score.token_acc;
       eval_row.seq_acc = score.seq_acc;
       eval_row.elapsed_s = elapsed();
       if (log) log->append(eval_row);
-      progress.message("eval step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", score.token_acc) +
+      progress.message("valid step " + std::to_string(step_) + ": token_acc " + fmt("%.4f", score.token_acc) +
                        "  seq_acc " + fmt("%.4f", score.seq_acc) + "  loss " + fmt("%.4f", score.loss) +
                        (best ? "  (best)" : ""));
       write_best = best;
@@ -447,14 +454,18 @@ int Trainer::run(int64_t stop_at) {
     profile_enable(false);
     std::printf("%s", profile_report(step_ - profiled_from).c_str());
   }
-  if (status == "finished" || status == "early_stop") evaluate_lengths_at_end();
+  if (status == "finished" || status == "early_stop") {
+    test_eval_ = evaluate("eval");
+    evaluate_lengths_at_end();
+  }
   write_summary(status);
 
   std::printf("%s at step %lld/%lld", status.c_str(), (long long)step_, (long long)rs.steps);
-  if (last_eval_step_ >= 0)
-    std::printf(": eval token_acc %.4f seq_acc %.4f loss %.4f", last_eval_.score.token_acc,
-                last_eval_.score.seq_acc, last_eval_.score.loss);
-  if (best_step_ >= 0) std::printf(", best %.4f at step %lld", best_acc_, (long long)best_step_);
+  if (test_eval_)
+    std::printf(": test token_acc %.4f seq_acc %.4f loss %.4f", test_eval_->score.token_acc,
+                test_eval_->score.seq_acc, test_eval_->score.loss);
+  if (last_eval_step_ >= 0) std::printf("%s valid token_acc %.4f", test_eval_ ? "," : ":", last_eval_.score.token_acc);
+  if (best_step_ >= 0) std::printf(", best valid %.4f at step %lld", best_acc_, (long long)best_step_);
   std::printf("\nparams_fnv1a %s\nrun folder %s (last.h5, best.h5, metrics.jsonl, metrics.csv, summary.json)\n",
               hex64(model_->parameters_fnv1a()).c_str(), dir_.c_str());
   const stop_signals::Request stop = stop_signals::request();

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,14 +71,15 @@ class Trainer {
   // This invocation.
   std::chrono::steady_clock::time_point started_;
   double last_loss_ = NAN;
-  EvalResult last_eval_;
+  EvalResult last_eval_;  // the last periodic evaluation, on the validation stream
   int64_t last_eval_step_ = -1;
+  std::optional<EvalResult> test_eval_;  // on the held-out test stream, once the run is complete
   std::vector<double> interval_ms_;     // ms per step of each logged interval
   std::vector<EvalResult> length_evals_;  // at --eval-lengths, once the run is complete
 
   double elapsed() const;
-  EvalSettings eval_settings() const;  // the run's evaluation stream: batches, rows, seed
-  EvalResult evaluate();
+  EvalSettings eval_settings(const std::string& split) const;  // "valid" or "eval": batches, rows, seed
+  EvalResult evaluate(const std::string& split);
   void evaluate_lengths_at_end();
   CheckpointData checkpoint_data() const;
   void save_checkpoint();       // last.h5 (and step-N.h5 copies with --keep)
