@@ -32,7 +32,7 @@ if [[ "${SAVE:-0}" != 1 ]]; then
   exit $status
 fi
 mkdir -p "results/$name"
-( cd "$out" && find . -maxdepth 1 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.jsonl' -o -name 'sweep.json' \) -print0 | xargs -0 -r cp --parents -t "$root/results/$name" )
+( cd "$out" && find . -maxdepth 1 -type f \( -name '*.md' -o -name '*.csv' -o -name '*.jsonl' -o -name 'sweep.json' -o -name 'triangle.json' \) -print0 | xargs -0 -r cp --parents -t "$root/results/$name" )
 [[ -d "$out/plots" ]] && { rm -rf "results/$name/plots"; cp -r "$out/plots" "results/$name/plots"; }
 rm -rf "results/$name/runs"  # only the runs of the grid as it is now
 ( cd "$out" && /usr/bin/python3 -c 'import json,sys; [print(json.loads(l)["id"]) for l in open("results.jsonl")]' |

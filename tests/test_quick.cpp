@@ -1,26 +1,17 @@
 // The main job's experiment (experiments/quick.grid) at reduced steps and sizes: the sweep runs
 // its six runs, the scaling benchmark measures the three families, and the report prints the
-// triangle table with a row per family and every column. The numbers are not checked (20 steps
-// learn nothing); that the pipeline delivers the table is.
+// triangle table with a row per family and every column, and writes triangle.json. The numbers
+// are not checked (12 steps learn nothing); that the pipeline delivers the table is, and that one
+// seed decides no seeded corner.
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <sstream>
+#include <string>
 
+#include "tests/report_md.hpp"
 #include "tests/run_binary.hpp"
 
 using namespace trilemma_test;
-
-namespace {
-
-std::string line_with(const std::string& text, const std::string& start) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(start, 0) == 0) return line;
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("quick at reduced steps prints the triangle table with every row and column") {
   const fs::path dir = scratch("quick");
@@ -37,21 +28,30 @@ TEST_CASE("quick at reduced steps prints the triangle table with every row and c
   INFO(r.out);
   REQUIRE(r.code == 0);
 
-  REQUIRE(r.out.find("## The trilemma") != std::string::npos);
-  const std::string triangle = r.out.substr(r.out.find("## The trilemma"));
-  const std::string header = line_with(triangle, "| model ");
-  for (const char* column : {"needle d", "needle acc", "receptive field", "time exponent", "memory exponent",
-                             "linear cost", "state bytes at T=4096", "MQAR acc", "matching", "corners held"}) {
+  const auto triangle = markdown_table(r.out, "The trilemma");
+  REQUIRE(triangle.size() == 1 + 3);
+  const std::vector<std::string>& header = triangle[0];
+  for (const char* column :
+       {"variant", "needle d", "needle acc per seed", "needle n", "needle 95% interval", "receptive field",
+        "time exponent", "time exponent 95% interval", "memory exponent", "linear cost", "state bytes at T=4096",
+        "MQAR acc per seed", "MQAR n", "MQAR 95% interval", "matching", "corners held"}) {
     CAPTURE(column);
-    CHECK(header.find(column) != std::string::npos);
+    CHECK(std::find(header.begin(), header.end(), column) != header.end());
   }
-  const size_t columns = std::count(header.begin(), header.end(), '|');
   for (const char* family : {"attention", "linear", "mamba"}) {
     CAPTURE(family);
-    const std::string row = line_with(triangle, std::string("| ") + family + " ");
-    REQUIRE(!row.empty());
-    CHECK(size_t(std::count(row.begin(), row.end(), '|')) == columns);
-    CHECK(row.find("| 250 ") != std::string::npos);  // the farthest needle of the grid
+    auto row = row_of(triangle, {family});
+    REQUIRE(row.size() == header.size());
+    CHECK(row["needle d"] == "250");  // the farthest needle of the grid
+    CHECK(row["needle acc per seed"] != "-");
+    CHECK(row["MQAR n"] == "1");
+    for (const char* corner : {"receptive field", "matching"}) {
+      CAPTURE(corner);
+      CHECK((row[corner] == "undecided (n < 3)" || row[corner].rfind("did not learn", 0) == 0));
+    }
   }
   CHECK(read_text(dir / "report.md").find("corners held") != std::string::npos);
+  const std::string json = read_text(dir / "triangle.json");
+  for (const char* family : {"attention", "linear", "mamba"})
+    CHECK(json.find(std::string("\"label\": \"") + family + "\"") != std::string::npos);
 }

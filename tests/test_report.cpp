@@ -6,7 +6,8 @@
 //  - every table and plot names the sweep command and `trilemma report DIR`;
 //  - the plots the data supports are PNG files (with gnuplot), the others are not made;
 //    without gnuplot, one line says so and the report is still written;
-//  - the power-law fit over the largest T, the exponent table and the trilemma table;
+//  - the power-law fit over the largest T, the exponent table and the trilemma table (its
+//    verdict rules in detail: test_report_triangle.cpp);
 //  - bad input: one line on stderr naming the file (and line), exit code 1.
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/report_md.hpp"
 #include "tests/run_binary.hpp"
 #include "train/report_data.hpp"
 
@@ -154,11 +156,6 @@ MeanStd mean_std(const std::vector<double>& v) {
   for (double x : v) ss += (x - m) * (x - m);
   return {m, v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0.0};
 }
-std::string fixed(double v, const char* format = "%.4f") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 std::string text(const MeanStd& s) { return fixed(s.mean) + " ± " + fixed(s.std); }
 template <class F>
 MeanStd over_seeds(F value) {
@@ -173,40 +170,6 @@ double best_lr(int task, int model, int width) {
         over_seeds([&](int s) { return accuracy(task, model, width, best, s); }).mean)
       best = lr;
   return best;
-}
-
-// The cells of a Markdown table under "## title": the header first.
-std::vector<std::vector<std::string>> table(const std::string& md, const std::string& title) {
-  std::vector<std::vector<std::string>> rows;
-  size_t at = md.find("## " + title + "\n\n");
-  if (at == std::string::npos) return rows;
-  at = md.find('\n', at) + 2;
-  while (at < md.size() && md[at] == '|') {
-    const size_t end = md.find('\n', at);
-    const std::string line = md.substr(at, end - at);
-    std::vector<std::string> cells;
-    for (size_t p = 1, next; (next = line.find('|', p)) != std::string::npos; p = next + 1) {
-      std::string c = line.substr(p, next - p);
-      c.erase(0, c.find_first_not_of(' '));
-      c.erase(c.find_last_not_of(' ') + 1);
-      cells.push_back(c);
-    }
-    if (cells.empty() || cells[0].find("---") == std::string::npos) rows.push_back(cells);
-    at = end + 1;
-  }
-  return rows;
-}
-
-// The row whose first cells are `key`, as column name -> cell.
-std::map<std::string, std::string> row_of(const std::vector<std::vector<std::string>>& t,
-                                          const std::vector<std::string>& key) {
-  std::map<std::string, std::string> out;
-  for (size_t r = 1; r < t.size(); ++r)
-    if (std::equal(key.begin(), key.end(), t[r].begin())) {
-      for (size_t c = 0; c < t[0].size() && c < t[r].size(); ++c) out[t[0][c]] = t[r][c];
-      return out;
-    }
-  return out;
 }
 
 bool is_png(const fs::path& p) {
@@ -231,8 +194,8 @@ TEST_CASE("report: mean ± std over seeds, the best lr per model and size, not-a
   INFO(r.err);
   REQUIRE(r.code == 0);
   const std::string md = read_text(dir / "report.md");
-  const auto best = table(md, "Best learning rate per model and size");
-  const auto every = table(md, "Every learning rate");
+  const auto best = markdown_table(md, "Best learning rate per model and size");
+  const auto every = markdown_table(md, "Every learning rate");
   REQUIRE(best.size() == 1 + 2 * 3 * 2);
   REQUIRE(every.size() == 1 + 2 * 3 * 2 * 2);
   CHECK(best[0] == std::vector<std::string>{"task", "model", "d-model", "best lr", "seeds", "token_acc", "seq_acc",
@@ -261,9 +224,9 @@ TEST_CASE("report: mean ± std over seeds, the best lr per model and size, not-a
   CHECK(contains(md, "Chance level (token accuracy of a uniform guess): mqar 0.0039, needle 0.0156."));
 
   // Other lengths (mqar) and distances (needle) at the best lr.
-  const auto lengths = table(md, "Token accuracy at other lengths");
+  const auto lengths = markdown_table(md, "Token accuracy at other lengths");
   REQUIRE(lengths.size() == 1 + 3 * 2);
-  const auto distances = table(md, "Accuracy per needle distance");
+  const auto distances = markdown_table(md, "Accuracy per needle distance");
   REQUIRE(distances.size() == 1 + 3 * 2);
   for (int model = 0; model < 3; ++model)
     for (int width : kWidths) {
@@ -276,7 +239,7 @@ TEST_CASE("report: mean ± std over seeds, the best lr per model and size, not-a
       CHECK(d["chance"] == fixed(kChance[1]));
     }
 
-  const auto unfinished = table(md, "Runs not averaged");
+  const auto unfinished = markdown_table(md, "Runs not averaged");
   REQUIRE(unfinished.size() == 3);
   CHECK(unfinished[1] == std::vector<std::string>{"attention-mqar-failed", "failed", "-", "loss is NaN at step 40"});
   CHECK(unfinished[2] == std::vector<std::string>{"mamba-mqar-pending", "pending", "-", "-"});
@@ -395,7 +358,7 @@ TEST_CASE("the power law is fitted over the largest T") {
   // The same fit in the report's exponent table.
   const fs::path dir = make_sweep("exponents");
   REQUIRE(run("report " + q(dir), "TRILEMMA_GNUPLOT=/nonexistent").code == 0);
-  const auto t = table(read_text(dir / "report.md"), "Scaling exponents in T");
+  const auto t = markdown_table(read_text(dir / "report.md"), "Scaling exponents in T");
   REQUIRE(t.size() == 1 + 9);
   auto row = row_of(t, {"model", "attention"});
   CHECK(row["time exponent"] == "2.000");
@@ -405,38 +368,75 @@ TEST_CASE("the power law is fitted over the largest T") {
   CHECK(row_of(t, {"decode", "linear"})["memory exponent"] == "-");
 }
 
-TEST_CASE("the trilemma table: one row per model family, every column, the corners held") {
+TEST_CASE("the trilemma table: a row per variant, the best cell's seeds, verdicts and the corners held") {
   const fs::path dir = make_sweep("triangle");
   const Run r = run("report " + q(dir), "TRILEMMA_GNUPLOT=/nonexistent");
   REQUIRE(r.code == 0);
   const std::string md = read_text(dir / "report.md");
-  const auto t = table(md, "The trilemma");
+  const auto t = markdown_table(md, "The trilemma");
   REQUIRE(t.size() == 4);
-  CHECK(t[0] == std::vector<std::string>{"model", "needle d", "needle acc", "receptive field", "time exponent",
-                                         "memory exponent", "linear cost", "state bytes at T=4096",
-                                         "state bytes from", "MQAR acc", "matching", "corners held"});
+  CHECK(t[0] == std::vector<std::string>{"variant", "needle d", "needle acc per seed", "needle n",
+                                         "needle 95% interval", "receptive field", "time exponent",
+                                         "time exponent 95% interval", "memory exponent", "linear cost",
+                                         "state bytes at T=4096", "state bytes from", "MQAR acc per seed", "MQAR n",
+                                         "MQAR 95% interval", "matching", "corners held"});
   CHECK(contains(r.out, "## The trilemma"));
+  CHECK(contains(r.out, "triangle " + (dir / "triangle.json").string()));
   for (int model = 0; model < 3; ++model) {
     CAPTURE(kModels[model]);
     auto row = row_of(t, {kModels[model]});
     REQUIRE(!row.empty());
-    // Best over sizes and learning rates, mean over seeds.
-    double needle = 0, mqar = 0;
-    for (int width : kWidths)
-      for (double lr : kLrs) {
-        needle = std::max(needle, over_seeds([&](int s) { return accuracy_at(1, model, width, lr, s, 250); }).mean);
-        mqar = std::max(mqar, over_seeds([&](int s) { return accuracy(0, model, width, lr, s); }).mean);
-      }
+    // Each task's best cell over sizes and learning rates: the highest mean final token accuracy.
+    auto best_cell = [&](int task) {
+      std::pair<int, double> best{kWidths[0], kLrs[0]};
+      double best_mean = -1;
+      for (int width : kWidths)
+        for (double lr : kLrs)
+          if (const double m = over_seeds([&](int s) { return accuracy(task, model, width, lr, s); }).mean;
+              m > best_mean)
+            best = {width, lr}, best_mean = m;
+      return best;
+    };
+    const auto [nw, nlr] = best_cell(1);
+    std::vector<double> far, mqar;
+    std::vector<bool> learned, all(3, true);
+    for (int s : kSeeds) {
+      far.push_back(accuracy_at(1, model, nw, nlr, s, 250));
+      learned.push_back(accuracy_at(1, model, nw, nlr, s, 4) >= 0.9);
+    }
+    const auto [mw, mlr] = best_cell(0);
+    for (int s : kSeeds) mqar.push_back(accuracy(0, model, mw, mlr, s));
     CHECK(row["needle d"] == "250");
-    CHECK(row["needle acc"] == fixed(needle));
-    CHECK(row["MQAR acc"] == fixed(mqar));
-    CHECK(row["receptive field"] == (needle >= 0.9 ? "yes" : "no"));
-    CHECK(row["matching"] == (mqar >= 0.9 ? "yes" : "no"));
-    CHECK(row["time exponent"] == (model == 0 ? "2.00" : "1.00"));
+    CHECK(row["needle acc per seed"] == seed_values_text(far, learned));
+    CHECK(row["MQAR acc per seed"] == seed_values_text(mqar, all));
+    CHECK(row["MQAR n"] == "3");
+    bool nearest_ever = false;  // any needle run of the family at 0.9 at d=4
+    for (int width : kWidths)
+      for (double lr : kLrs)
+        for (int s : kSeeds) nearest_ever |= accuracy_at(1, model, width, lr, s, 4) >= 0.9;
+    if (model == 0) {  // every seed learned and is above both thresholds
+      REQUIRE(std::count(learned.begin(), learned.end(), true) == 3);
+      REQUIRE(*std::min_element(far.begin(), far.end()) >= 0.9);
+      REQUIRE(*std::min_element(mqar.begin(), mqar.end()) >= 0.9);
+      CHECK(row["needle n"] == "3");
+      CHECK(row["receptive field"] == "yes");
+      CHECK(row["matching"] == "yes");
+    } else {  // no seed learned the nearest needle
+      REQUIRE(std::count(learned.begin(), learned.end(), true) == 0);
+      REQUIRE(!nearest_ever);
+      CHECK(row["needle n"] == "0");
+      CHECK(row["receptive field"] == "did not learn (3 of 3 seeds below 0.9 at d=4)");
+      CHECK(row["matching"] == "did not learn (no needle run reached 0.9 at d=4)");
+    }
+    // Exact power laws over the fitted range: the interval is the exponent itself.
+    const double exponent = model == 0 ? 2 : 1;  // scaling_ms above the overhead
+    CHECK(row["time exponent"] == fixed(exponent, "%.2f"));
+    CHECK(row["time exponent 95% interval"] == interval_text(exponent, exponent, "%.2f"));
     CHECK(row["linear cost"] == (model == 0 ? "no" : "yes"));
   }
   CHECK(row_of(t, {"attention"})["corners held"] == "receptive field + matching");
   CHECK(row_of(t, {"linear"})["corners held"] == "linear cost");
+  CHECK(row_of(t, {"mamba"})["corners held"] == "linear cost");
   // State at T = 4096: attention's grows with T (extrapolated), Mamba's was measured.
   CHECK(row_of(t, {"attention"})["state bytes at T=4096"] == fixed(512.0 * 4096, "%.0f"));
   CHECK(contains(row_of(t, {"attention"})["state bytes from"], "extrapolated linearly from T=1024,2048"));
@@ -444,19 +444,23 @@ TEST_CASE("the trilemma table: one row per model family, every column, the corne
   CHECK(row_of(t, {"mamba"})["state bytes from"] == "measured (decode)");
   CHECK(contains(md, "needle accuracy at the farthest distance d >= 0.90"));
   CHECK(contains(md, "T^e with e <= 1.30"));
+  CHECK(fs::exists(dir / "triangle.json"));
 
-  // Without scaling.jsonl there is no triangle (and no exponent table).
+  // Without scaling.jsonl there is no triangle (and no exponent table), and no triangle.json:
+  // one left from an earlier report would disagree with report.md.
   const fs::path partial = make_sweep("no_scaling", {.scaling = false});
+  write_text(partial / "triangle.json", "{}");
   REQUIRE(run("report " + q(partial), "TRILEMMA_GNUPLOT=/nonexistent").code == 0);
   const std::string pmd = read_text(partial / "report.md");
   CHECK(!contains(pmd, "## The trilemma"));
   CHECK(!contains(pmd, "## Scaling exponents"));
+  CHECK(!fs::exists(partial / "triangle.json"));
 }
 
 TEST_CASE("report: the varying keys are computed when the rows do not name them") {
   const fs::path dir = make_sweep("computed_varying", {.scaling = false, .varying = false});
   REQUIRE(run("report " + q(dir), "TRILEMMA_GNUPLOT=/nonexistent").code == 0);
-  const auto best = table(read_text(dir / "report.md"), "Best learning rate per model and size");
+  const auto best = markdown_table(read_text(dir / "report.md"), "Best learning rate per model and size");
   REQUIRE(best.size() == 1 + 12);
   CHECK(best[0][2] == "d-model");
   CHECK(row_of(best, {"mqar", "mamba", "64"})["best lr"] == fixed(best_lr(0, 2, 64), "%g"));

@@ -1,10 +1,12 @@
 // trilemma report DIR: a sweep folder's tables and plots. Reads DIR/results.jsonl (and
-// sweep.json, runs/<id>/metrics.jsonl, scaling.jsonl when there), writes DIR/report.md and
-// DIR/plots/ (<name>.png drawn by gnuplot from <name>.gp and <name>.dat) and prints the tables.
+// sweep.json, runs/<id>/metrics.jsonl, scaling.jsonl when there), writes DIR/report.md,
+// DIR/triangle.json (the trilemma's verdicts, when the folder has what they need) and DIR/plots/
+// (<name>.png drawn by gnuplot from <name>.gp and <name>.dat) and prints the tables.
 // Without gnuplot the report and the scripts are still written; one line says the plots were
 // skipped. A missing folder or results.jsonl, or a malformed line, is one line and exit code 1.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "framework/tensor.hpp"
@@ -13,6 +15,7 @@
 #include "train/report_data.hpp"
 #include "train/report_plots.hpp"
 #include "train/report_tables.hpp"
+#include "train/report_triangle.hpp"
 
 namespace tri::cli {
 
@@ -62,10 +65,12 @@ int run_report(const po::variables_map& vm) {
   const Sweep sweep = read_sweep(dir);
   const std::vector<Group> groups = group_runs(sweep);
   const std::vector<ScalingSeries> series = scaling_series(sweep);
+  const std::vector<TriangleRow> triangle =
+      has_triangle(sweep) ? triangle_rows(sweep, groups, series) : std::vector<TriangleRow>{};
 
   std::string tables;
   for (const std::vector<Table>& part : {accuracy_tables(sweep, groups), unfinished_table(sweep),
-                                         scaling_tables(sweep, series), triangle_table(sweep, groups, series)})
+                                         scaling_tables(sweep, series), triangle_table(sweep, triangle)})
     for (const Table& t : part) tables += t.markdown();
 
   const std::vector<PlotSpec> plots = plan_plots(sweep, groups, series);
@@ -74,6 +79,9 @@ int run_report(const po::variables_map& vm) {
       write_plots(plots, dir + "/plots", gnuplot, made_by(sweep));
   const bool drawn = !gnuplot.empty();
   write_text_atomically(dir + "/report.md", header_text(sweep) + tables + plots_text(sweep, plots, drawn));
+  const std::string triangle_path = dir + "/triangle.json";
+  if (!triangle.empty()) write_text_atomically(triangle_path, triangle_json(sweep, triangle).dump(2) + "\n");
+  else std::filesystem::remove(triangle_path);  // a stale one would disagree with report.md
 
   std::printf("%s%s", header_text(sweep).c_str(), tables.c_str());
   for (const PlotSpec& p : plots)
@@ -84,6 +92,7 @@ int run_report(const po::variables_map& vm) {
     std::printf("plots skipped: gnuplot was not found (%sinstall gnuplot-nox); their scripts are in %s/plots/\n",
                 where.c_str(), dir.c_str());
   }
+  if (!triangle.empty()) std::printf("triangle %s\n", triangle_path.c_str());
   std::printf("report %s/report.md\n", dir.c_str());
   if (!failures.empty()) throw Error("report: plot " + failures.front());
   return 0;

@@ -96,6 +96,7 @@ ScalingRow parse_scaling(const Json& j) {
   s.batch = opt_int(j, "batch").value_or(0);
   s.d_model = opt_int(j, "d_model").value_or(0);
   s.n_layers = opt_int(j, "n_layers").value_or(0);
+  s.window = std::max<int64_t>(0, opt_int(j, "window").value_or(0));
   s.peak_bytes = opt_number(j, "peak_bytes");
   s.state_bytes = opt_number(j, "state_bytes");
   return s;
@@ -120,12 +121,26 @@ std::vector<std::string> computed_varying(const std::vector<RunRow>& runs) {
 
 bool RunRow::completed() const { return (status == "finished" || status == "early_stop") && token_acc; }
 
+std::optional<double> RunRow::acc_at_distance(int64_t d) const {
+  auto it = acc_at.find(d);
+  return it == acc_at.end() ? std::nullopt : std::optional<double>(it->second);
+}
+
 Json RunRow::value(const std::string& key) const {
   if (config.contains(key)) return config[key];
   if (key == "model") return model;
   if (key == "task") return task;
   if (key == "section") return section;
   return nullptr;
+}
+
+int64_t window_of(const RunRow& r) {
+  const Json w = r.value("window");
+  return w.is_number_integer() && w.get<int64_t>() > 0 ? w.get<int64_t>() : 0;
+}
+
+std::string variant_label(const std::string& model, int64_t window) {
+  return window > 0 ? model + " window=" + std::to_string(window) : model;
 }
 
 void read_json_lines(const std::string& path, const std::function<void(const Json&, int)>& fn) {
@@ -304,6 +319,14 @@ PowerFit fit_power_law(std::vector<std::pair<double, double>> points) {
   const double m = double(points.size());
   fit.exponent = (m * sxy - sx * sy) / (m * sxx - sx * sx);
   fit.log_coef = (sy - fit.exponent * sx) / m;
+  if (points.size() > 2) {  // se(slope) = sqrt(residual variance / sum (x - mean x)^2)
+    double sse = 0;
+    for (const auto& [t, y] : points) {
+      const double r = std::log(y) - (fit.log_coef + fit.exponent * std::log(t));
+      sse += r * r;
+    }
+    fit.exponent_se = std::sqrt(sse / (m - 2) / (sxx - sx * sx / m));
+  }
   fit.t_lo = points.front().first;
   fit.t_hi = points.back().first;
   fit.points = int(points.size());
@@ -330,10 +353,11 @@ std::vector<ScalingSeries> scaling_series(const Sweep& sweep) {
   for (const ScalingRow& r : sweep.scaling) shapes[r.what].insert(shape_of(r));
   std::vector<ScalingSeries> out;
   for (const ScalingRow& r : sweep.scaling) {
-    const std::string label = shapes[r.what].size() > 1 ? r.model + " " + shape_of(r) : r.model;
+    const std::string variant = variant_label(r.model, r.window);
+    const std::string label = shapes[r.what].size() > 1 ? variant + " " + shape_of(r) : variant;
     auto s = std::find_if(out.begin(), out.end(),
                           [&](const ScalingSeries& x) { return x.what == r.what && x.label == label; });
-    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, {}, {}, {}, {}, {}});
+    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, r.window, {}, {}, {}, {}, {}});
     const double t = double(r.seq_len);
     s->ms.emplace_back(t, r.ms);
     if (r.peak_bytes) s->peak_bytes.emplace_back(t, *r.peak_bytes);

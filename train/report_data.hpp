@@ -28,15 +28,22 @@ struct RunRow {
   // Finished (or stopped early at its target) with a final accuracy: averaged. Every other run
   // (failed, pending, paused, interrupted) is listed, never averaged.
   bool completed() const;
+  std::optional<double> acc_at_distance(int64_t d) const;  // acc@d, when the run has it
   // The value of a grouping key: the config's field, else the row's own ("model", "task",
   // "section"); null when neither has it.
   Json value(const std::string& key) const;
 };
 
+// A run's attention window: the config's "window" when a positive integer, else 0 (full attention).
+int64_t window_of(const RunRow& r);
+// An architecture variant's name: the model, plus its window when it has one ("attention window=32").
+std::string variant_label(const std::string& model, int64_t window);
+
 // One measurement of scaling.jsonl (`trilemma bench scaling`).
 struct ScalingRow {
   std::string model, what;  // what: model | mixer | decode
   int64_t seq_len = 0, batch = 0, d_model = 0, n_layers = 0;
+  int64_t window = 0;  // attention's window (0: full attention)
   double ms = 0;
   std::optional<double> peak_bytes, state_bytes;
 };
@@ -99,17 +106,20 @@ constexpr size_t kMinFitPoints = 3;
 struct PowerFit {
   bool ok = false;  // at least two distinct T
   double exponent = 0, log_coef = 0;
+  double exponent_se = 0;  // standard error of the slope; meaningful when dof() > 0
   double t_lo = 0, t_hi = 0;  // the fitted range
   int points = 0;
   double at(double t) const;  // c * t^exponent
   std::string range_text() const;  // "T = 1024..4096 (3 points)"
+  int dof() const { return points - 2; }  // the residuals' degrees of freedom
 };
 PowerFit fit_power_law(std::vector<std::pair<double, double>> points);
 
 // The measurements of one model under one "what" (and shape: batch, d_model, n_layers), by T,
 // with the fitted exponents of time and of peak memory.
 struct ScalingSeries {
-  std::string what, model, label;  // label: the model, plus the shape when a "what" has several
+  std::string what, model, label;  // label: the model (and window), plus the shape when a "what" has several
+  int64_t window = 0;
   std::vector<std::pair<double, double>> ms, peak_bytes, state_bytes;  // (seq_len, value)
   PowerFit time_fit, memory_fit;
 };

@@ -94,13 +94,6 @@ std::optional<double> at_length(const RunRow& r, int64_t seq_len) {
   return std::nullopt;
 }
 
-std::optional<double> at_distance(const RunRow& r, int64_t d) {
-  auto it = r.acc_at.find(d);
-  return it == r.acc_at.end() ? std::nullopt : std::optional<double>(it->second);
-}
-
-std::string yes_no(bool held) { return held ? "yes" : "no"; }
-
 }  // namespace
 
 std::string mean_std_text(const Stat& s) {
@@ -175,7 +168,8 @@ std::vector<Table> accuracy_tables(const Sweep& sweep, const std::vector<Group>&
     tables.push_back(t);
   }
   if (!distances.empty()) {
-    Table t = per_key_table(sweep, groups, distances, "d=", at_distance);
+    Table t = per_key_table(sweep, groups, distances, "d=",
+                            [](const RunRow& r, int64_t d) { return r.acc_at_distance(d); });
     t.title = "Accuracy per needle distance";
     t.caption = "Final evaluation's accuracy at each distance d (acc@d), at the best learning rate, mean ± std "
                 "over seeds." + chance + made;
@@ -214,101 +208,6 @@ std::vector<Table> scaling_tables(const Sweep& sweep, const std::vector<ScalingS
               " (the range fitted is given). model/mixer: ms per training step; decode: ms per generated token. "
               "From " + sweep.dir + "/scaling.jsonl (`trilemma bench scaling --out " + sweep.dir +
               "/scaling.jsonl`). " + made_by(sweep);
-  return {t};
-}
-
-std::string TriangleRow::corners() const {
-  std::string s;
-  for (auto [held, name] : {std::pair{receptive_field(), "receptive field"}, std::pair{linear_cost(), "linear cost"},
-                            std::pair{precise_matching(), "matching"}})
-    if (held) s += std::string(s.empty() ? "" : " + ") + name;
-  return s.empty() ? "none" : s;
-}
-
-std::vector<TriangleRow> triangle_rows(const Sweep& sweep, const std::vector<Group>& groups,
-                                       const std::vector<ScalingSeries>& series) {
-  std::vector<std::string> models;
-  auto add = [&](const std::string& m) {
-    if (std::find(models.begin(), models.end(), m) == models.end()) models.push_back(m);
-  };
-  for (const RunRow& r : sweep.runs) add(r.model);
-  for (const ScalingSeries& s : series) add(s.model);
-
-  std::vector<TriangleRow> rows;
-  for (const std::string& m : models) {
-    TriangleRow row;
-    row.model = m;
-    for (const Group& g : groups) {
-      if (g.model != m) continue;
-      for (const LrCell& c : g.cells) {
-        if (g.task == "mqar" && (!row.mqar_acc || c.token_acc.mean > *row.mqar_acc)) row.mqar_acc = c.token_acc.mean;
-        if (g.task == "needle")
-          for (const RunRow* r : c.runs)
-            if (!r->acc_at.empty()) row.needle_distance = std::max(row.needle_distance.value_or(0), r->acc_at.rbegin()->first);
-      }
-    }
-    for (const Group& g : groups)  // the best over sizes and learning rates at the farthest distance
-      if (g.model == m && g.task == "needle" && row.needle_distance)
-        for (const LrCell& c : g.cells) {
-          const Stat s = c.stat([&](const RunRow& r) { return at_distance(r, *row.needle_distance); });
-          if (s.n > 0 && (!row.needle_acc || s.mean > *row.needle_acc)) row.needle_acc = s.mean;
-        }
-    const ScalingSeries* state_source = nullptr;
-    for (const char* what : {"decode", "model"})
-      for (const ScalingSeries& s : series)
-        if (s.model == m && s.what == what && !s.state_bytes.empty() && !state_source) state_source = &s;
-    for (const ScalingSeries& s : series)
-      if (s.model == m && s.what == "model" && !row.time_exponent) {
-        if (s.time_fit.ok) row.time_exponent = s.time_fit.exponent;
-        if (s.memory_fit.ok) row.memory_exponent = s.memory_fit.exponent;
-      }
-    if (state_source) {
-      const auto& pts = state_source->state_bytes;  // sorted by T
-      auto exact = std::find_if(pts.begin(), pts.end(), [](const auto& p) { return p.first == kStateSeqLen; });
-      if (exact != pts.end()) {
-        row.state_bytes = exact->second;
-        row.state_note = "measured (" + state_source->what + ")";
-      } else if (pts.size() >= 2) {  // the line through the two largest T
-        const auto& [t0, y0] = pts[pts.size() - 2];
-        const auto& [t1, y1] = pts.back();
-        row.state_bytes = t1 == t0 ? y1 : y1 + (y1 - y0) / (t1 - t0) * (kStateSeqLen - t1);
-        row.state_note = "extrapolated linearly from T=" + number_text(t0, "%g") + "," + number_text(t1, "%g") +
-                         " (" + state_source->what + ")";
-      } else {
-        row.state_bytes = pts.back().second;
-        row.state_note = "measured at T=" + number_text(pts.back().first, "%g") + " only (" + state_source->what + ")";
-      }
-    }
-    rows.push_back(row);
-  }
-  return rows;
-}
-
-std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Group>& groups,
-                                  const std::vector<ScalingSeries>& series) {
-  const auto has_task = [&](const char* task) {
-    return std::any_of(sweep.runs.begin(), sweep.runs.end(), [&](const RunRow& r) { return r.task == task; });
-  };
-  if (!has_task("needle") || !has_task("mqar") || !sweep.has_scaling) return {};
-  Table t{"The trilemma",
-          {"model", "needle d", "needle acc", "receptive field", "time exponent", "memory exponent", "linear cost",
-           "state bytes at T=" + number_text(kStateSeqLen, "%g"), "state bytes from", "MQAR acc", "matching", "corners held"},
-          {},
-          ""};
-  for (const TriangleRow& r : triangle_rows(sweep, groups, series))
-    t.rows.push_back({r.model, r.needle_distance ? std::to_string(*r.needle_distance) : "-", number_text(r.needle_acc),
-                      yes_no(r.receptive_field()), number_text(r.time_exponent, "%.2f"),
-                      number_text(r.memory_exponent, "%.2f"), yes_no(r.linear_cost()),
-                      number_text(r.state_bytes, "%.0f"), r.state_note.empty() ? "-" : r.state_note,
-                      number_text(r.mqar_acc), yes_no(r.precise_matching()), r.corners()});
-  char thresholds[400];
-  std::snprintf(thresholds, sizeof thresholds,
-                "Global receptive field: needle accuracy at the farthest distance d >= %.2f. Linear cost: time per "
-                "training step (scaling.jsonl, what=model) grows as T^e with e <= %.2f. Precise matching: MQAR "
-                "token accuracy >= %.2f. Accuracies: best over learning rates and sizes, mean over seeds. ",
-                kReceptiveFieldAcc, kLinearCostExponent, kPreciseMatchingAcc);
-  t.caption = std::string(thresholds) + "Exponents fitted as in the scaling table; state bytes per sequence at T=" +
-              number_text(kStateSeqLen, "%g") + " (decode rows, else model rows). " + made_by(sweep);
   return {t};
 }
 
