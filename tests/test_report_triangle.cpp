@@ -8,7 +8,8 @@
 //    needle run learned the nearest distance;
 //  - the linear cost's interval from the fitted slope: a noisy fit straddles the threshold
 //    (undecided), a clean one is decided;
-//  - triangle.json parsed back, equal to the table; the t quantiles against known values.
+//  - triangle.json parsed back, equal to the table; the t quantiles against known values;
+//  - the best cell chosen on the validation stream, its test-stream values reported.
 // Every expected number is computed here from the fixture's values (intervals with t quantiles
 // from published tables).
 #include <doctest/doctest.h>
@@ -21,7 +22,7 @@
 #include <vector>
 
 #include "tests/report_md.hpp"
-#include "tests/run_binary.hpp"
+#include "tests/run_files.hpp"
 #include "train/report_verdicts.hpp"
 
 namespace {
@@ -358,4 +359,25 @@ TEST_CASE("triangle verdicts: fewer than 3 seeds, seeds that did not learn, matc
   CHECK(r.variant(label)["corners_held"] == Json::array({"linear cost"}));
 
   for (const Variant* v : {&two_seeds, &one_left_out, &two_left_out, &never_learned}) check_table_is_json(r, v->label());
+}
+
+TEST_CASE("the best cell is chosen on the validation stream and reported on the test stream") {
+  // The other learning rate's test accuracies are lower by kWorseBy, but its validation
+  // accuracies are the higher ones: the verdicts and the best-lr table must read that cell.
+  const Variant v{"attention", 0, 2, {1.0, 1.0, 1.0}, {0.95, 0.96, 0.97}, {0.98, 0.99, 0.97}, 2.0};
+  const fs::path dir = make_sweep("choice", {v});
+  std::string rows;
+  for (const std::string& line : text_lines(read_text(dir / "results.jsonl"))) {
+    Json r = Json::parse(line);
+    r["valid"] = {{"token_acc", r["config"]["lr"] == kWorseLr ? 0.99 : 0.5}};
+    rows += r.dump() + "\n";
+  }
+  write_text(dir / "results.jsonl", rows);
+  const Report rep = report(dir);
+  std::vector<double> mqar;
+  for (double a : v.mqar) mqar.push_back(a - kWorseBy);
+  check_seeds(rep.variant("attention")["corners"]["precise_matching"], mqar, {true, true, true});
+  CHECK(rep.variant("attention")["corners"]["precise_matching"]["verdict"] == "no");  // 0.78-0.79: the test stream's
+  const auto best = markdown_table(read_text(dir / "report.md"), "Best learning rate per model and size");
+  CHECK(row_of(best, {"mqar", "attention"})["best lr"] == "0.03");
 }

@@ -73,6 +73,7 @@ RunRow parse_run(const Json& j, int line) {
     r.loss = opt_number(f, "loss");
     if (f.contains("extra")) read_acc_at(f["extra"], r.acc_at);
   }
+  if (j.contains("valid") && j["valid"].is_object()) r.valid_acc = opt_number(j["valid"], "token_acc");
   if (j.contains("lengths") && j["lengths"].is_array())
     for (const Json& l : j["lengths"]) {
       const std::optional<int64_t> t = opt_int(l, "seq_len");
@@ -269,7 +270,7 @@ std::vector<Group> group_runs(const Sweep& sweep) {
     Group& group = groups[it->second];
     const Json lr = r.value("lr");
     auto cell = std::find_if(group.cells.begin(), group.cells.end(), [&](const LrCell& c) { return c.lr == lr; });
-    if (cell == group.cells.end()) cell = group.cells.insert(group.cells.end(), LrCell{lr, {}, {}, {}, {}});
+    if (cell == group.cells.end()) cell = group.cells.insert(group.cells.end(), LrCell{lr, {}, {}, {}, {}, {}});
     cell->runs.push_back(&r);
   }
   for (Group& g : groups) {
@@ -277,9 +278,10 @@ std::vector<Group> group_runs(const Sweep& sweep) {
       c.token_acc = c.stat([](const RunRow& r) { return r.token_acc; });
       c.seq_acc = c.stat([](const RunRow& r) { return r.seq_acc; });
       c.loss = c.stat([](const RunRow& r) { return r.loss; });
+      c.choice_acc = c.stat([](const RunRow& r) { return r.choice_acc(); });
     }
     for (size_t i = 1; i < g.cells.size(); ++i)
-      if (g.cells[i].token_acc.mean > g.cells[g.best].token_acc.mean) g.best = i;
+      if (g.cells[i].choice_acc.mean > g.cells[g.best].choice_acc.mean) g.best = i;
   }
   return groups;
 }

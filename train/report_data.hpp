@@ -20,7 +20,8 @@ struct RunRow {
   int line = 0;  // in results.jsonl, for messages
   std::string id, section, status, error, model, task;
   Json config = Json::object();
-  std::optional<double> parameters, state_bytes, chance, token_acc, seq_acc, loss;
+  std::optional<double> parameters, state_bytes, chance, token_acc, seq_acc, loss;  // token_acc...: the test stream
+  std::optional<double> valid_acc;  // the last validation evaluation's token accuracy
   std::optional<int64_t> step, steps;
   std::map<int64_t, double> acc_at;              // final.extra's acc@d, by distance d
   std::vector<std::pair<int64_t, double>> lengths;  // (seq_len, token_acc) of the eval at other lengths
@@ -29,6 +30,9 @@ struct RunRow {
   // (failed, pending, paused, interrupted) is listed, never averaged.
   bool completed() const;
   std::optional<double> acc_at_distance(int64_t d) const;  // acc@d, when the run has it
+  // What a best learning rate or size is chosen on: the validation stream's accuracy, never the
+  // test stream's it then reports (rows written before the validation stream: the final one).
+  std::optional<double> choice_acc() const { return valid_acc ? valid_acc : token_acc; }
   // The value of a grouping key: the config's field, else the row's own ("model", "task",
   // "section"); null when neither has it.
   Json value(const std::string& key) const;
@@ -73,7 +77,7 @@ Stat stat_of(const std::vector<double>& values);
 struct LrCell {
   Json lr;
   std::vector<const RunRow*> runs;
-  Stat token_acc, seq_acc, loss;
+  Stat token_acc, seq_acc, loss, choice_acc;
   // Mean over the cell's runs of a value some runs may lack (those are left out).
   Stat stat(const std::function<std::optional<double>(const RunRow&)>& get) const;
   const RunRow& lowest_seed() const;

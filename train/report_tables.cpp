@@ -143,7 +143,8 @@ std::vector<Table> accuracy_tables(const Sweep& sweep, const std::vector<Group>&
   Table best{"Best learning rate per model and size", cell_header(sweep, "best lr"), {}, ""};
   for (const Group& g : groups) best.rows.push_back(cell_row(g, g.best_cell(), value_text(g.best_cell().lr)));
   best.caption = "Final evaluation, mean ± standard deviation over seeds (sample std, n - 1), at the learning "
-                 "rate with the highest mean final token accuracy." + chance +
+                 "rate with the highest mean validation accuracy (valid_token_acc), chosen apart from the "
+                 "test stream these accuracies come from." + chance +
                  " State bytes: recurrent state per sequence at the run's seq-len." + made;
   tables.push_back(best);
 

@@ -31,7 +31,8 @@ std::vector<const RunRow*> variant_runs(const std::vector<Group>& groups, const 
 }
 
 // The seeds of the variant's best cell for a task: over sizes and learning rates, the one with
-// the highest mean final token accuracy (the report's best-lr rule, over sizes as well).
+// the highest mean validation accuracy (the report's best-lr rule, over sizes as well); its
+// seeds' test accuracies are what the verdicts read.
 std::vector<const RunRow*> best_cell_runs(const std::vector<Group>& groups, const std::string& task,
                                           const std::string& model, int64_t window) {
   std::vector<const RunRow*> best;
@@ -42,7 +43,7 @@ std::vector<const RunRow*> best_cell_runs(const std::vector<Group>& groups, cons
       std::vector<const RunRow*> runs;
       std::vector<double> acc;
       for (const RunRow* r : c.runs)
-        if (of_variant(*r, model, window)) runs.push_back(r), acc.push_back(*r->token_acc);
+        if (of_variant(*r, model, window)) runs.push_back(r), acc.push_back(r->choice_acc().value_or(0));
       if (runs.empty()) continue;
       const double mean = stat_of(acc).mean;
       if (best.empty() || mean > best_mean) best = runs, best_mean = mean;
