@@ -45,6 +45,7 @@ struct Variant {
   std::vector<double> mqar;               // MQAR token accuracy per seed
   double exponent = 1;                    // ms per step ~ T^exponent ...
   std::vector<double> noise = {};         // ... times these factors over kScalingT (1 when empty)
+  std::vector<double> distractors = {};   // acc@250 of the needle with distractors per seed (acc@4: 1)
 
   std::string label() const { return window ? model + " window=" + std::to_string(window) : model; }
 };
@@ -55,12 +56,15 @@ std::string q(const fs::path& p) {
   return s += "'";
 }
 
-Json run_row(const Variant& v, const char* task, double lr, int seed, double token_acc, const Json& extra) {
+Json run_row(const Variant& v, const char* task, double lr, int seed, double token_acc, const Json& extra,
+             bool distractors = false) {
   Json config = {{"d-model", 32}, {"lr", lr}, {"seed", seed}, {"n-layers", v.n_layers}};
   if (v.window) config["window"] = v.window;
-  const std::string id = v.label() + "-" + task + "-lr" + std::to_string(lr) + "-s" + std::to_string(seed);
+  if (distractors) config["distractors"] = true;
+  const std::string id = v.label() + "-" + task + (distractors ? "-distractors" : "") + "-lr" + std::to_string(lr) +
+                         "-s" + std::to_string(seed);
   return {{"id", id}, {"section", task}, {"status", "finished"}, {"model", v.model}, {"task", task},
-          {"config", config}, {"varying", {"lr", "model", "seed", "task", "window"}}, {"chance", 0.01},
+          {"config", config}, {"varying", {"distractors", "lr", "model", "seed", "task", "window"}}, {"chance", 0.01},
           {"final", {{"token_acc", token_acc}, {"seq_acc", 0.0}, {"loss", 1.0}, {"extra", extra}}}};
 }
 
@@ -83,6 +87,11 @@ fs::path make_sweep(const std::string& name, const std::vector<Variant>& variant
       }
       for (size_t s = 0; s < v.mqar.size(); ++s)
         results += run_row(v, "mqar", lr, int(s), std::max(0.0, v.mqar[s] - shift), Json::object()).dump() + "\n";
+      for (size_t s = 0; s < v.distractors.size(); ++s) {
+        const double far = std::max(0.0, v.distractors[s] - shift);
+        const Json extra = {{"acc@" + std::to_string(kNearest), 1.0 - shift}, {"acc@" + std::to_string(kFarthest), far}};
+        results += run_row(v, "needle", lr, int(s), (1.0 - shift + far) / 2, extra, true).dump() + "\n";
+      }
     }
     for (size_t i = 0; i < std::size(kScalingT); ++i) {
       const double t = kScalingT[i], noise = v.noise.empty() ? 1.0 : v.noise[i];
@@ -380,4 +389,24 @@ TEST_CASE("the best cell is chosen on the validation stream and reported on the 
   CHECK(rep.variant("attention")["corners"]["precise_matching"]["verdict"] == "no");  // 0.78-0.79: the test stream's
   const auto best = markdown_table(read_text(dir / "report.md"), "Best learning rate per model and size");
   CHECK(row_of(best, {"mqar", "attention"})["best lr"] == "0.03");
+}
+
+TEST_CASE("the needle with distractors: its own verdict, never mixed into the receptive field") {
+  // Reach without matching: the plain needle is held at 250, the one with distractors is not
+  // (a linear-attention-like variant); a variant with a high distractor score shows it held.
+  Variant reach{"linear", 0, 2, {1.0, 1.0, 1.0}, {0.99, 0.98, 1.0}, {0.3, 0.3, 0.3}, 1.0};
+  reach.distractors = {0.02, 0.05, 0.01};
+  Variant both{"attention", 0, 2, {1.0, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.99, 1.0, 0.98}, 2.0};
+  both.distractors = {0.97, 0.99, 0.98};
+  const Report rep = report(make_sweep("distractors", {reach, both}));
+  const Json& r = rep.variant("linear");
+  check_seeds(r["corners"]["receptive_field"], reach.farthest, {true, true, true});
+  CHECK(r["corners"]["receptive_field"]["verdict"] == "yes");
+  check_seeds(r["controls"]["needle_distractors"], reach.distractors, {true, true, true});
+  CHECK(r["controls"]["needle_distractors"]["verdict"] == "no");
+  CHECK(rep.variant("attention")["controls"]["needle_distractors"]["verdict"] == "yes");
+  const auto row = row_of(rep.table, {"linear"});
+  CHECK(row.at("needle+distractors") == "no");
+  CHECK(row.at("needle+distractors acc per seed") == "0.020, 0.050, 0.010");
+  CHECK(row.at("receptive field") == "yes");
 }

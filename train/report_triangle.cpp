@@ -14,6 +14,18 @@ std::optional<int64_t> integer_key(const RunRow& r, const char* key) {
   return v.is_number_integer() ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
 }
 
+// The needle with distractors (fillers from the values' range) is a task of its own here.
+bool with_distractors(const RunRow& r) {
+  const Json v = r.value("distractors");
+  return v.is_boolean() && v.get<bool>();
+}
+
+// A task as the triangle reads it: "needle" (plain), "needle+distractors" or "mqar".
+bool of_task(const RunRow& r, const std::string& task) {
+  if (task == "needle+distractors") return r.task == "needle" && with_distractors(r);
+  return r.task == task && !with_distractors(r);
+}
+
 bool of_variant(const RunRow& r, const std::string& model, int64_t window) {
   return r.model == model && window_of(r) == window;
 }
@@ -23,10 +35,9 @@ std::vector<const RunRow*> variant_runs(const std::vector<Group>& groups, const 
                                         const std::string& model, int64_t window) {
   std::vector<const RunRow*> out;
   for (const Group& g : groups)
-    if (g.task == task)
-      for (const LrCell& c : g.cells)
-        for (const RunRow* r : c.runs)
-          if (of_variant(*r, model, window)) out.push_back(r);
+    for (const LrCell& c : g.cells)
+      for (const RunRow* r : c.runs)
+        if (of_task(*r, task) && of_variant(*r, model, window)) out.push_back(r);
   return out;
 }
 
@@ -38,12 +49,13 @@ std::vector<const RunRow*> best_cell_runs(const std::vector<Group>& groups, cons
   std::vector<const RunRow*> best;
   double best_mean = 0;
   for (const Group& g : groups) {
-    if (g.task != task || g.model != model) continue;
+    if (g.model != model) continue;
     for (const LrCell& c : g.cells) {
       std::vector<const RunRow*> runs;
       std::vector<double> acc;
       for (const RunRow* r : c.runs)
-        if (of_variant(*r, model, window)) runs.push_back(r), acc.push_back(r->choice_acc().value_or(0));
+        if (of_task(*r, task) && of_variant(*r, model, window))
+          runs.push_back(r), acc.push_back(r->choice_acc().value_or(0));
       if (runs.empty()) continue;
       const double mean = stat_of(acc).mean;
       if (best.empty() || mean > best_mean) best = runs, best_mean = mean;
@@ -55,7 +67,9 @@ std::vector<const RunRow*> best_cell_runs(const std::vector<Group>& groups, cons
 // Needle accuracy at the farthest distance, over the seeds that learned the nearest one; a
 // windowed stack that cannot reach the farthest distance does not hold the corner, whatever it
 // measured.
-Verdict receptive_field_verdict(const TriangleRow& row, const std::vector<const RunRow*>& cell) {
+// The same rule reads the needle with distractors, where reaching the pair is not enough: the key
+// must be matched among values that also fill the row.
+Verdict needle_verdict(const TriangleRow& row, const std::vector<const RunRow*>& cell) {
   std::vector<SeedValue> values;
   if (row.needle_distance)
     for (const RunRow* r : cell)
@@ -132,14 +146,19 @@ TriangleRow variant_row(const std::string& model, int64_t window, const std::vec
   row.model = model;
   row.window = window;
   const std::vector<const RunRow*> needle_runs = variant_runs(groups, "needle", model, window);
-  for (const RunRow* r : needle_runs)
+  std::vector<const RunRow*> any_needle = needle_runs;
+  for (const RunRow* r : variant_runs(groups, "needle+distractors", model, window)) any_needle.push_back(r);
+  for (const RunRow* r : any_needle)
     if (!r->acc_at.empty()) {
       row.needle_distance = std::max(row.needle_distance.value_or(0), r->acc_at.rbegin()->first);
       row.nearest_distance = std::min(row.nearest_distance.value_or(r->acc_at.begin()->first), r->acc_at.begin()->first);
     }
-  const std::vector<const RunRow*> needle_cell = best_cell_runs(groups, "needle", model, window);
-  if (!needle_cell.empty()) row.n_layers = integer_key(*needle_cell.front(), "n-layers");
-  row.receptive_field = receptive_field_verdict(row, needle_cell);
+  const std::vector<const RunRow*> needle_cell = best_cell_runs(groups, "needle", model, window),
+                                   distractor_cell = best_cell_runs(groups, "needle+distractors", model, window);
+  for (const auto* cell : {&distractor_cell, &needle_cell})
+    if (!cell->empty()) row.n_layers = integer_key(*cell->front(), "n-layers");
+  row.receptive_field = needle_verdict(row, needle_cell);
+  row.needle_distractors = needle_verdict(row, distractor_cell);
   row.precise_matching = matching_verdict(row, best_cell_runs(groups, "mqar", model, window), needle_runs);
 
   auto time_series = std::find_if(series.begin(), series.end(), [&](const ScalingSeries& s) {
@@ -224,7 +243,8 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
           {"variant", "needle d", "needle acc per seed", "needle n", "needle 95% interval", "receptive field",
            "time exponent", "time exponent 95% interval", "memory exponent", "linear cost",
            "state bytes at T=" + number_text(kStateSeqLen, "%g"), "state bytes from", "MQAR acc per seed", "MQAR n",
-           "MQAR 95% interval", "matching", "corners held"},
+           "MQAR 95% interval", "matching", "corners held", "needle+distractors acc per seed",
+           "needle+distractors"},
           {},
           ""};
   for (const TriangleRow& r : rows) {
@@ -236,9 +256,10 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
                       number_text(r.memory_exponent, "%.2f"), r.linear_cost.text(), number_text(r.state_bytes, "%.0f"),
                       r.state_note.empty() ? "-" : r.state_note, values_text(r.precise_matching),
                       std::to_string(r.precise_matching.n), interval_text(r.precise_matching.interval, "%.3f"),
-                      r.precise_matching.text(), held.empty() ? "none" : joined(held, " + ")});
+                      r.precise_matching.text(), held.empty() ? "none" : joined(held, " + "),
+                      values_text(r.needle_distractors), r.needle_distractors.text()});
   }
-  char rules[1200];
+  char rules[1600];
   std::snprintf(
       rules, sizeof rules,
       "Global receptive field: needle accuracy at the farthest distance d >= %.2f; a seed below %.2f at the "
@@ -249,7 +270,9 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
       "learning rate (highest mean final token accuracy), in seed order. A corner is decided with at least %d "
       "seeds when all lie on one side of the threshold or the 95%% t interval of their mean does; otherwise "
       "`undecided`. Linear cost: time per training step (scaling.jsonl, what=model) grows as T^e with e <= %.2f, "
-      "decided when the 95%% interval of the fitted slope (t with points - 2 degrees of freedom) lies on one side. ",
+      "decided when the 95%% interval of the fitted slope (t with points - 2 degrees of freedom) lies on one side. "
+      "Needle+distractors (a control, not a corner): the needle with values among its fillers, read as the "
+      "receptive field is; holding it needs the key matched at the farthest distance, not only reached. ",
       kReceptiveFieldAcc, kLearnedAcc, kMinSeeds, kPreciseMatchingAcc, kLearnedAcc, kMinSeeds, kLinearCostExponent);
   t.caption = std::string(rules) + "Exponents fitted as in the scaling table; state bytes per sequence at T=" +
               number_text(kStateSeqLen, "%g") + " (decode rows, else model rows). Also in " + sweep.dir +
@@ -279,6 +302,7 @@ Json triangle_json(const Sweep& sweep, const std::vector<TriangleRow>& rows) {
           {{"receptive_field", corner_json(r.receptive_field)},
            {"linear_cost", corner_json(cost)},
            {"precise_matching", corner_json(r.precise_matching)}}},
+         {"controls", {{"needle_distractors", corner_json(r.needle_distractors)}}},
          {"corners_held", r.corners_held()}});
   }
   return {{"sweep_command", sweep.sweep_command},

@@ -28,6 +28,7 @@ struct TriangleRow {
   std::optional<int64_t> needle_distance, nearest_distance;  // the farthest and the shortest
   std::optional<int64_t> n_layers;                           // of the needle's best cell
   Verdict receptive_field, linear_cost, precise_matching;
+  Verdict needle_distractors;  // the needle with values among the fillers: matching at a distance
   std::optional<double> memory_exponent, state_bytes;
   std::string time_fit_range;  // "T = 512..2048 (3 points)"
   std::string state_note;      // how state_bytes was found ("measured (decode)", "extrapolated ...")
