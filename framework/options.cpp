@@ -11,9 +11,9 @@ namespace tri {
 // ---- the calls a visit() makes -------------------------------------------------------------
 
 void FieldVisitor::integer(const std::string& key, int64_t& v, IntRange r, const std::string& help,
-                           ZeroRule zero) {
+                           ZeroRule zero, FieldAge age) {
   IntSpec s;
-  s.key = key, s.help = help, s.range = r, s.zero = std::move(zero);
+  s.key = key, s.help = help, s.range = r, s.zero = std::move(zero), s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 

@@ -89,7 +89,8 @@ class FieldVisitor {
   virtual void on(const TextSpec& f, std::string& v) = 0;
 
   // The calls a visit() makes.
-  void integer(const std::string& key, int64_t& v, IntRange r, const std::string& help, ZeroRule zero = {});
+  void integer(const std::string& key, int64_t& v, IntRange r, const std::string& help, ZeroRule zero = {},
+               FieldAge age = FieldAge::original);
   void real(const std::string& key, double& v, RealRange r, const std::string& help);
   void boolean(const std::string& key, bool& v, const std::string& help, FieldAge age = FieldAge::original);
   void choice(const std::string& key, std::string& v, std::vector<std::string> allowed,
