@@ -96,6 +96,7 @@ ScalingRow parse_scaling(const Json& j) {
   s.batch = opt_int(j, "batch").value_or(0);
   s.d_model = opt_int(j, "d_model").value_or(0);
   s.n_layers = opt_int(j, "n_layers").value_or(0);
+  s.window = opt_int(j, "window").value_or(0);
   s.peak_bytes = opt_number(j, "peak_bytes");
   s.state_bytes = opt_number(j, "state_bytes");
   return s;
@@ -330,10 +331,11 @@ std::vector<ScalingSeries> scaling_series(const Sweep& sweep) {
   for (const ScalingRow& r : sweep.scaling) shapes[r.what].insert(shape_of(r));
   std::vector<ScalingSeries> out;
   for (const ScalingRow& r : sweep.scaling) {
-    const std::string label = shapes[r.what].size() > 1 ? r.model + " " + shape_of(r) : r.model;
+    const std::string model = r.window ? r.model + " window=" + std::to_string(r.window) : r.model;
+    const std::string label = shapes[r.what].size() > 1 ? model + " " + shape_of(r) : model;
     auto s = std::find_if(out.begin(), out.end(),
                           [&](const ScalingSeries& x) { return x.what == r.what && x.label == label; });
-    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, {}, {}, {}, {}, {}});
+    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, r.window, {}, {}, {}, {}, {}});
     const double t = double(r.seq_len);
     s->ms.emplace_back(t, r.ms);
     if (r.peak_bytes) s->peak_bytes.emplace_back(t, *r.peak_bytes);

@@ -36,6 +36,7 @@ struct RunRow {
 // One measurement of scaling.jsonl (`trilemma bench scaling`).
 struct ScalingRow {
   std::string model, what;  // what: model | mixer | decode
+  int64_t window = 0;       // attention's sliding window (rows without one: 0)
   int64_t seq_len = 0, batch = 0, d_model = 0, n_layers = 0;
   double ms = 0;
   std::optional<double> peak_bytes, state_bytes;
@@ -109,7 +110,8 @@ PowerFit fit_power_law(std::vector<std::pair<double, double>> points);
 // The measurements of one model under one "what" (and shape: batch, d_model, n_layers), by T,
 // with the fitted exponents of time and of peak memory.
 struct ScalingSeries {
-  std::string what, model, label;  // label: the model, plus the shape when a "what" has several
+  std::string what, model, label;  // label: the model (and its window), plus the shape when a "what" has several
+  int64_t window = 0;              // a windowed attention series: another model than the runs' attention
   std::vector<std::pair<double, double>> ms, peak_bytes, state_bytes;  // (seq_len, value)
   PowerFit time_fit, memory_fit;
 };

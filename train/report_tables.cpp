@@ -231,8 +231,12 @@ std::vector<TriangleRow> triangle_rows(const Sweep& sweep, const std::vector<Gro
   auto add = [&](const std::string& m) {
     if (std::find(models.begin(), models.end(), m) == models.end()) models.push_back(m);
   };
+  // A windowed attention series measures another model than the runs' attention: left out here.
+  std::vector<const ScalingSeries*> unwindowed;
+  for (const ScalingSeries& s : series)
+    if (!s.window) unwindowed.push_back(&s);
   for (const RunRow& r : sweep.runs) add(r.model);
-  for (const ScalingSeries& s : series) add(s.model);
+  for (const ScalingSeries* s : unwindowed) add(s->model);
 
   std::vector<TriangleRow> rows;
   for (const std::string& m : models) {
@@ -255,12 +259,12 @@ std::vector<TriangleRow> triangle_rows(const Sweep& sweep, const std::vector<Gro
         }
     const ScalingSeries* state_source = nullptr;
     for (const char* what : {"decode", "model"})
-      for (const ScalingSeries& s : series)
-        if (s.model == m && s.what == what && !s.state_bytes.empty() && !state_source) state_source = &s;
-    for (const ScalingSeries& s : series)
-      if (s.model == m && s.what == "model" && !row.time_exponent) {
-        if (s.time_fit.ok) row.time_exponent = s.time_fit.exponent;
-        if (s.memory_fit.ok) row.memory_exponent = s.memory_fit.exponent;
+      for (const ScalingSeries* s : unwindowed)
+        if (s->model == m && s->what == what && !s->state_bytes.empty() && !state_source) state_source = s;
+    for (const ScalingSeries* s : unwindowed)
+      if (s->model == m && s->what == "model" && !row.time_exponent) {
+        if (s->time_fit.ok) row.time_exponent = s->time_fit.exponent;
+        if (s->memory_fit.ok) row.memory_exponent = s->memory_fit.exponent;
       }
     if (state_source) {
       const auto& pts = state_source->state_bytes;  // sorted by T
