@@ -8,6 +8,8 @@
 // `bench decode` prints the decode rows alone, by default over contexts 128 .. 8192.
 // The families share d_model, layers and heads; no MLP, so the blocks differ by the mixer only;
 // RoPE where the family takes it (attention, linear), else no positions (Mamba): any T works.
+// --window W adds attention with a sliding window of W as one more series after the others
+// (its rows carry "window": W): O(T W) to train, a KV cache of at most W rows to decode.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "framework/autograd.hpp"
 #include "framework/optim.hpp"
 #include "framework/runtime.hpp"
+#include "models/attention.hpp"
 #include "models/family.hpp"
 #include "models/layers.hpp"
 #include "models/lm.hpp"
@@ -35,12 +38,13 @@ constexpr const char* kTask = "induction";  // its seq-len can be any T >= 4
 struct Settings {
   std::vector<std::string> families;
   std::vector<int64_t> lens;  // ascending
-  int64_t batch, d_model, n_layers, heads;
+  int64_t batch, d_model, n_layers, heads, window;
   int repeats, decode_tokens;
 };
 
 struct Measurement {
   std::string family, what, pos;
+  int64_t window;  // attention's sliding window; 0: none (the row has no window field)
   int64_t T, batch;
   double ms;
   std::optional<int64_t> peak_bytes;  // none for decode
@@ -49,8 +53,9 @@ struct Measurement {
 };
 
 
-ModelConfig scaling_model(const std::string& family, const Settings& s) {
+ModelConfig scaling_model(const std::string& family, const Settings& s, int64_t window = 0) {
   ModelConfig cfg = ModelConfig::of(family);
+  if (window) cfg.options<MultiHeadAttentionOptions>().window = window;
   cfg.vocab = kVocab;
   cfg.d_model = s.d_model;
   cfg.n_layers = s.n_layers;
@@ -111,14 +116,27 @@ std::vector<double> decode_ms_per_token(LanguageModel& model, const Settings& s)
 }
 
 Json measurement_json(const Measurement& m, const Settings& s) {
-  return {{"model", m.family},       {"what", m.what},
-          {"seq_len", m.T},          {"batch", m.batch},
-          {"d_model", s.d_model},    {"n_layers", s.n_layers},
-          {"ms", m.ms},              {"peak_bytes", m.peak_bytes ? Json(*m.peak_bytes) : Json(nullptr)},
-          {"state_bytes", m.state_bytes}, {"repeats", m.repeats},
-          {"pos", m.pos},            {"heads", s.heads},
-          {"vocab", kVocab},         {"task", kTask},
-          {"threads", num_threads()}};
+  Json j = {{"model", m.family},       {"what", m.what},
+            {"seq_len", m.T},          {"batch", m.batch},
+            {"d_model", s.d_model},    {"n_layers", s.n_layers},
+            {"ms", m.ms},              {"peak_bytes", m.peak_bytes ? Json(*m.peak_bytes) : Json(nullptr)},
+            {"state_bytes", m.state_bytes}, {"repeats", m.repeats},
+            {"pos", m.pos},            {"heads", s.heads},
+            {"vocab", kVocab},         {"task", kTask},
+            {"threads", num_threads()}};
+  if (m.window) j["window"] = m.window;
+  return j;
+}
+
+// Attention's sliding window in cfg (0: none, or another family).
+int64_t window_of(const ModelConfig& cfg) {
+  const auto* attention = dynamic_cast<const MultiHeadAttentionOptions*>(cfg.mixer.get());
+  return attention ? attention->window : 0;
+}
+
+// The table's name of a series: the family, and its window when it has one.
+std::string series_name(const std::string& family, int64_t window) {
+  return window ? family + " w=" + std::to_string(window) : family;
 }
 
 }  // namespace
@@ -155,48 +173,54 @@ int scaling_rows(const po::variables_map& vm, bool decode_only) {
   s.heads = vm["heads"].as<int>();
   s.repeats = bench_repeats(vm, 3);
   s.decode_tokens = vm["decode-tokens"].as<int>();
+  s.window = vm["window"].as<int>();
   const bool json = vm["json"].as<bool>();
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
   std::vector<ModelConfig> configs;
   for (const std::string& f : s.families) configs.push_back(scaling_model(f, s));  // all checked first
+  if (s.window) configs.push_back(scaling_model("attention", s, s.window));
+  // The model column: wide enough for a windowed series' name.
+  const int name_width = std::max(10, int(series_name("attention", s.window).size()));
 
   if (!json)
     std::printf("scaling: B=%lld D=%lld layers=%lld heads=%lld, task %s (vocab %lld), no MLP; median of %d "
                 "(decode: one sequence, median of %d tokens); %d thread%s, load average %.2f\n"
-                "%-10s %-6s %-5s %6s %10s %10s %14s %10s\n",
+                "%-*s %-6s %-5s %6s %10s %10s %14s %10s\n",
                 (long long)s.batch, (long long)s.d_model, (long long)s.n_layers, (long long)s.heads, kTask,
-                (long long)kVocab, s.repeats, s.decode_tokens, num_threads(), num_threads() == 1 ? "" : "s", load_average(), "model", "what",
-                "pos", "T", "ms", "peak MB", "state B/seq", "tokens/s");
+                (long long)kVocab, s.repeats, s.decode_tokens, num_threads(), num_threads() == 1 ? "" : "s",
+                load_average(), name_width, "model", "what", "pos", "T", "ms", "peak MB", "state B/seq", "tokens/s");
   std::string lines;
   auto report = [&](const Measurement& m) {
     const std::string line = measurement_json(m, s).dump();
     lines += line + "\n";
+    const std::string name = series_name(m.family, m.window);
     if (json) std::printf("%s\n", line.c_str());
     else if (m.peak_bytes)
-      std::printf("%-10s %-6s %-5s %6lld %10.3f %10.1f %14lld\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
+      std::printf("%-*s %-6s %-5s %6lld %10.3f %10.1f %14lld\n", name_width, name.c_str(), m.what.c_str(), m.pos.c_str(),
                   (long long)m.T, m.ms, double(*m.peak_bytes) / (1 << 20), (long long)m.state_bytes);
     else
-      std::printf("%-10s %-6s %-5s %6lld %10.3f %10s %14lld %10.0f\n", m.family.c_str(), m.what.c_str(), m.pos.c_str(),
+      std::printf("%-*s %-6s %-5s %6lld %10.3f %10s %14lld %10.0f\n", name_width, name.c_str(), m.what.c_str(), m.pos.c_str(),
                   (long long)m.T, m.ms, "-", (long long)m.state_bytes, 1e3 / m.ms);
     std::fflush(stdout);
   };
   for (const ModelConfig& cfg : configs) {
     LanguageModel decoder(cfg, 1);
+    const int64_t window = window_of(cfg);
     for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
       const StepCost c = model_step_cost(cfg, s, T);
-      report({cfg.family, "model", cfg.pos, T, s.batch, c.ms, c.peak_bytes, decoder.state_bytes(T), s.repeats});
+      report({cfg.family, "model", cfg.pos, window, T, s.batch, c.ms, c.peak_bytes, decoder.state_bytes(T), s.repeats});
     }
     for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
       const MixerCost m = measure_mixer(cfg, s.batch, T, s.repeats);
-      report({cfg.family, "mixer", cfg.pos, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
+      report({cfg.family, "mixer", cfg.pos, window, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
               s.repeats});
     }
     const std::vector<double> decode_ms = decode_ms_per_token(decoder, s);
     // A growing KV cache leaves blocks of every length in the tensor cache: give them back.
     memory_release_cache();
     for (size_t i = 0; i < s.lens.size(); ++i)
-      report({cfg.family, "decode", cfg.pos, s.lens[i], 1, decode_ms[i], std::nullopt, decoder.state_bytes(s.lens[i]),
-              s.decode_tokens});
+      report({cfg.family, "decode", cfg.pos, window, s.lens[i], 1, decode_ms[i], std::nullopt,
+              decoder.state_bytes(s.lens[i]), s.decode_tokens});
   }
   if (!out.empty()) {
     write_text_atomically(out, lines);

@@ -57,7 +57,7 @@ class FastAttention(MultiHeadAttention):
     form, block = "qkv", 512
 
     def forward(self, X):
-        assert self.pos in ("none", "learned"), "the fast forms cover no RoPE/ALiBi"
+        assert self.pos in ("none", "learned") and not self.window, "the fast forms cover no RoPE/ALiBi/window"
         B, T, D = X.shape
         q, k, v = (t.reshape(B * self.h, T, self.dk) for t in fused_qkv(self, X))
         alpha = 1.0 / math.sqrt(self.dk)

@@ -1,11 +1,13 @@
 // Fused softmax attention: FlashAttention-2 (Dao 2023, Algorithms 1 and 2) on the CPU.
 // Forward: for each (batch, head) and each tile of kTile queries, walk the key tiles left to
-// right (stopping at the causal diagonal), keeping the running row max m, row sum l and the
-// unnormalised output. out = acc / l and lse = m + log(l) [B, H, Tq] are all that is saved
-// besides q, k and v. Scores are kept in base 2 (scaled by log2(e)), so each probability costs
-// one exp2, and lse is saved in base 2 too.
-// Backward, per (batch, head): D_i = rowsum(dO_i * O_i); per tile recompute P = exp(S - lse),
+// right, from the first one a window reaches (key 0 without one) to the causal diagonal,
+// keeping the running row max m, row sum l and the unnormalised output. out = acc / l and
+// lse = m + log(l) [B, H, Tq] are all that is saved besides q, k and v. Scores are kept in
+// base 2 (scaled by log2(e)), so each probability costs one exp2, and lse is saved in base 2 too.
+// Backward, per (batch, head): D_i = rowsum(dO_i * O_i); over the tiles forward visited,
+// recompute P = exp(S - lse),
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q.
+// Which tiles those are: attention_geometry.hpp (a window of W keys: O(T W) per head).
 // One thread owns a (batch, head) in backward, so dQ, dK and dV are written without races, and
 // every output element is computed by one thread in a fixed order: the same bits at any thread
 // count.
@@ -21,6 +23,7 @@
 #include <string>
 
 #include "attention.hpp"
+#include "attention_geometry.hpp"
 #include "tile_kernels.hpp"
 #include "vec_math.hpp"
 #include "autograd.hpp"
@@ -31,15 +34,11 @@ namespace tri {
 
 namespace {
 
+using namespace attention_geometry;
 using tile_kernels::tile_gemm;
 #ifdef __AVX512F__
 using tile_kernels::transpose16;
 #endif
-
-// Query rows and key columns per tile: a 64 x 64 score tile is 16 KiB and stays in L1.
-constexpr int64_t kTile = 64;
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Lane partials of one tile row (kTile values): part[u] is the max or sum of x[u], x[u + 16], ...
 inline void row_max_parts(const float* x, float* part) {
@@ -55,29 +54,6 @@ inline void row_sum_parts(const float* x, float* part) {
 #pragma omp simd
     for (int u = 0; u < 16; ++u) part[u] += x[c + u];
 }
-
-// Sizes and options of one call. Rows of a head are `stride` = H * Dh floats apart.
-struct Geometry {
-  int64_t B, Tq, Tk, H, Dh;
-  int64_t Dp;     // Dh rounded up to 16
-  int64_t Tkp;    // Tk rounded up to kTile
-  int64_t shift;  // Tk - Tq: query i sits at key position shift + i
-  float scale;
-  bool causal;
-  std::vector<float> slopes;  // empty, or one per head
-
-  static constexpr float kLog2e = 1.44269504088896341f;
-
-  int64_t stride() const { return H * Dh; }
-  // Keys the queries [0, i_end) can see: [0, key_end(i_end)).
-  int64_t key_end(int64_t i_end) const { return causal ? std::min(Tk, shift + i_end) : Tk; }
-  // ALiBi slope of head h for base-2 scores.
-  float slope2(int64_t h) const { return slopes.empty() ? 0.f : slopes[size_t(h)] * kLog2e; }
-  // Offset of time t of head bh = (b, h) in a tensor [B, T, H, Dh].
-  int64_t at(int64_t T, int64_t bh, int64_t t) const {
-    return ((bh / H * T + t) * H + bh % H) * Dh;
-  }
-};
 
 // n rows of a head (`stride` apart) into dst [rows][Dp]; columns past Dh and rows past n are 0.
 void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
@@ -148,30 +124,16 @@ void fold_sum(const float (&part)[16][16], float* out) {
 // Base-2 scores of query row `pos` against the key tile starting at j0, in place:
 // s = log2(e) (scale * q.k + slope * (j - pos)) for the keys the row can see, -inf for the others.
 inline void score_row(const Geometry& g, float* s, int64_t pos, int64_t j0, float slope) {
-  const int64_t end = (g.causal ? std::min(g.Tk, pos + 1) : g.Tk) - j0;  // may be <= 0
-  // A float comparison: GCC vectorises the select only then.
-  const float visible = float(std::clamp<int64_t>(end, -1, kTile)), scale = g.scale * g.kLog2e,
+  const int64_t begin = g.key_begin(pos) - j0, end = (g.causal ? std::min(g.Tk, pos + 1) : g.Tk) - j0;
+  // Float comparisons: GCC vectorises the select only then.
+  const float first = float(std::clamp<int64_t>(begin, -1, kTile)),
+              visible = float(std::clamp<int64_t>(end, -1, kTile)), scale = g.scale * g.kLog2e,
               rel0 = float(j0 - pos);
 #pragma omp simd
   for (int64_t j = 0; j < kTile; ++j) {
     const float x = s[j] * scale + slope * (rel0 + float(j));
-    s[j] = float(j) < visible ? x : -INFINITY;
+    s[j] = float(j) < visible && float(j) >= first ? x : -INFINITY;
   }
-}
-
-// Causal tiles on the diagonal: the columns of key tile j0 that query rows up to position
-// `pos` can see, rounded up to a 16-column block (0 to kTile). Products over a tile are done per
-// group of 16 rows on those columns only; the columns past them hold masked scores, whose
-// probabilities are exactly 0, so skipping them leaves every sum as it was.
-inline int64_t visible_cols(const Geometry& g, int64_t pos, int64_t j0) {
-  const int64_t end = (g.causal ? std::min(g.Tk, pos + 1) : g.Tk) - j0;
-  return std::clamp<int64_t>(round_up(end, 16), 0, kTile);
-}
-
-// The first of n query rows (tile i0) that sees key j (on the diagonal: the rows above see
-// nothing of it, their probabilities for it are 0).
-inline int64_t first_row_seeing(const Geometry& g, int64_t i0, int64_t n, int64_t j) {
-  return g.causal ? std::clamp<int64_t>(j - g.shift - i0, 0, n) : 0;
 }
 
 // The two kinds of product over a tile of n query rows, each restricted for every group of 16
@@ -208,14 +170,15 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   std::fill(m, m + n, -INFINITY);
   std::fill(l, l + n, 0.f);
   const float slope = g.slope2(bh % g.H);
-  const int64_t key_end = g.key_end(i0 + n);
-  for (int64_t j0 = 0; j0 < key_end; j0 += kTile) {
+  const int64_t key_begin = g.key_begin(g.shift + i0) / kTile * kTile, key_end = g.key_end(i0 + n);
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
     const bool full = cols(0) == kTile;  // then every group sees the whole tile
     tile_scores(full, n, Dp, qt, Dp, kt + j0, g.Tkp, s, cols);  // S = Q K^T
-    // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). The first
-    // tile always holds key 0, so m is finite after it; a row with no visible key in a later
-    // tile keeps m (alpha = 1) and gets p = 0.
+    // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). A row
+    // that sees no key of this tile keeps m (alpha = 1) and gets p = 0; with a window, a row may
+    // see none of the first tiles either: m stays -inf, and exponents are taken against 0
+    // (-inf - -inf would be NaN), so p = 0, alpha = 0 and acc and l stay 0.
     for (int64_t r0 = 0; r0 < n; r0 += 16) {
       const int64_t rows = std::min<int64_t>(16, n - r0);
       float part[16][16] = {}, fold[16], alpha[16];
@@ -228,10 +191,10 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = r0 + r;
         float* sr = s + i * kTile;
-        const float m_new = std::max(m[i], fold[r]);
-        alpha[r] = exp2_neg(m[i] - m_new);
+        const float m_new = std::max(m[i], fold[r]), m_ref = m_new == -INFINITY ? 0.f : m_new;
+        alpha[r] = exp2_neg(m[i] - m_ref);
 #pragma omp simd
-        for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_new);
+        for (int64_t j = 0; j < kTile; ++j) sr[j] = exp2_neg(sr[j] - m_ref);
         row_sum_parts(sr, part[r]);
         m[i] = m_new;
         if (alpha[r] != 1.f)
@@ -329,9 +292,11 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
     std::fill(w.dk, w.dk + kTile * Dp, 0.f);
     std::fill(w.dv, w.dv + kTile * Dp, 0.f);
-    // Causal: the query tiles before the first row that sees key j0 contribute nothing.
+    // Causal: the query tiles before the first row that sees key j0 contribute nothing, nor,
+    // with a window, those from the first row past the window of the tile's last key.
     const int64_t i_first = g.causal ? std::max<int64_t>(0, j0 - g.shift) / kTile * kTile : 0;
-    for (int64_t i0 = i_first; i0 < g.Tq; i0 += kTile) {
+    const int64_t i_end = g.query_end(j0 + kTile);
+    for (int64_t i0 = i_first; i0 < i_end; i0 += kTile) {
       const int64_t n = std::min(kTile, g.Tq - i0);
       float *p = w.p, *ds = w.ds;
       auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
@@ -378,14 +343,6 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
     }
 }
 
-// The (query, key) pairs a head computes: all of them, or those on and below the diagonal.
-int64_t visible_pairs(const Geometry& g) {
-  if (!g.causal) return g.Tq * g.Tk;
-  int64_t n = 0;
-  for (int64_t i = 0; i < g.Tq; ++i) n += g.key_end(i + 1);
-  return n;
-}
-
 // The sizes of an attention call, checked (shared by the fused and the naive version).
 struct AttentionShape {
   int64_t B, Tq, Tk, H, Dh;
@@ -405,6 +362,9 @@ AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k,
     throw fail("B, H and Dh of q must match k");
   AttentionShape s{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3), opt.scale};
   if (s.Tk < 1 || s.Dh < 1) throw fail("need Tk >= 1 and Dh >= 1");
+  if (opt.window < 0)
+    throw fail("window " + std::to_string(opt.window) + " must be >= 0 (0: every key up to the query)");
+  if (opt.window > 0 && !opt.causal) throw fail("a window needs causal attention");
   if (opt.causal && s.Tq > s.Tk)
     throw fail("causal attention needs Tq <= Tk (queries sit at the last Tq key positions)");
   if (!opt.alibi_slopes.empty() && int64_t(opt.alibi_slopes.size()) != s.H)
@@ -421,7 +381,7 @@ AttentionShape attention_shape(const char* op, const Tensor& q, const Tensor& k,
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
   const AttentionShape s = attention_shape("attention", q, k, v, opt);
   Geometry g{s.B, s.Tq, s.Tk, s.H, s.Dh, round_up(s.Dh, 16), round_up(s.Tk, kTile),
-             s.Tk - s.Tq, s.scale, opt.causal, opt.alibi_slopes};
+             s.Tk - s.Tq, s.scale, opt.causal, opt.window, opt.alibi_slopes};
   Tensor out = Tensor::empty(q.shape());
   Tensor lse = Tensor::empty(Shape{s.B, s.H, s.Tq});
   if (s.Tq == 0) return out;
@@ -448,7 +408,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 }
 
 // Composed from differentiable ops, so its backward comes from theirs:
-// softmax(scale * Q K^T + bias) V per head, bias [H, Tq, Tk] = ALiBi + causal mask (-inf).
+// softmax(scale * Q K^T + bias) V per head, bias [H, Tq, Tk] = ALiBi + causal mask (-inf), which
+// with a window also masks the keys j <= pos - window.
 Tensor attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionOptions& opt, Tensor* probs) {
   const AttentionShape s = attention_shape("attention_naive", q, k, v, opt);
@@ -464,7 +425,7 @@ Tensor attention_naive(const Tensor& q, const Tensor& k, const Tensor& v,
           const int64_t pos = s.Tk - s.Tq + i;
           float& b = pb[(h * s.Tq + i) * s.Tk + j];
           if (!opt.alibi_slopes.empty()) b = opt.alibi_slopes[size_t(h)] * float(j - pos);
-          if (opt.causal && j > pos) b = -INFINITY;
+          if (opt.causal && (j > pos || (opt.window > 0 && j <= pos - opt.window))) b = -INFINITY;
         }
     scores = add(scores, bias);
   }

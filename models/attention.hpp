@@ -8,7 +8,11 @@
 //   Concat(head_1..head_H) W^O   out_proj(merge_heads(o))
 //   RoPE (Su et al. 2021, eq. 34)     q, k rotated by their positions: rope(q, t0), rope(k, t0)
 //   ALiBi (Press et al. 2021, §3)     score - m_h (i - j), m_h = alibi_slopes(H)
-// Recurrent form: a KV cache; one step appends the new k, v row and attends with Tq = 1.
+//   sliding window W (Mistral 7B, Jiang et al. 2023, §2)   query i sees keys i - W < j <= i only
+//                                (MultiHeadAttentionOptions::window; 0: every j <= i)
+// Recurrent form: a KV cache; one step appends the new k, v row and attends with Tq = 1. With a
+// window the cache is a ring buffer of W rows (the paper's rolling buffer cache): the new row
+// overwrites the oldest.
 #pragma once
 #include <vector>
 
@@ -18,16 +22,23 @@ namespace tri {
 
 class LanguageModel;
 
+// Attention's options: those of every mixer with heads, and the window.
+struct MultiHeadAttentionOptions : HeadOptions {
+  int64_t window = 0;  // 0: full causal attention; W: each query sees the W most recent positions
+  void visit(FieldVisitor& v) override;
+  std::unique_ptr<Options> clone() const override { return std::make_unique<MultiHeadAttentionOptions>(*this); }
+};
+
 class MultiHeadAttention : public HeadMixer {
  public:
   MultiHeadAttention(const ModelConfig& cfg, Rng& rng);
   Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) override;
   std::unique_ptr<MixerState> new_state(int64_t batch) const override;
   Tensor step(const Tensor& x, MixerState& state) override;
-  int64_t state_bytes(int64_t T) const override;  // the K and V rows of T tokens
+  int64_t state_bytes(int64_t T) const override;  // the K and V rows of T tokens (of the last W)
 
   // For attention maps: when set, forward runs the naive kernel on the same (RoPE'd) q and k,
-  // with the same scale, causal mask and ALiBi, and stores the probabilities [B, H, T, T] here.
+  // with the same scale, causal mask, window and ALiBi, and stores the probabilities [B, H, T, T] here.
   // Null (the fused kernel, no T x T tensor) unless set.
   Tensor* probe = nullptr;
 };
@@ -37,6 +48,7 @@ class MultiHeadAttention : public HeadMixer {
 struct AttentionRecording {
   Tensor logits;              // [B, T, V], the forward's output
   std::vector<Tensor> probs;  // per layer: [B, H, T, T], rows sum to 1, zero above the diagonal
+                              // (and, with a window W, from W below it on)
 };
 // An Error naming the family when the model's layers are not MultiHeadAttention.
 AttentionRecording record_attention(LanguageModel& model, const IntTensor& ids);

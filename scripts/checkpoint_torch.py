@@ -23,7 +23,7 @@ try:
 except ImportError as e:
     fail(f"{e} (run with /usr/bin/python3, which has torch and h5py)")
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
-from models import FAMILY_OPTIONS, SHARED, LanguageModel  # noqa: E402
+from models import ADDED_LATER, FAMILY_OPTIONS, SHARED, LanguageModel  # noqa: E402
 
 
 def text(value):
@@ -33,7 +33,8 @@ def text(value):
 def model_config(saved, path):
     """ModelConfig's shared fields and the family's options (models.SHARED, FAMILY_OPTIONS) from
     the checkpoint's /config, whose attributes are text under the CLI names: model -> family,
-    dashes -> underscores. Conventions the twin follows are checked too (rope-style)."""
+    dashes -> underscores; an option of ADDED_LATER that a config saved before it lacks takes its
+    default (attention's window: 0). Conventions the twin follows are checked too (rope-style)."""
     family = text(saved["model"]) if "model" in saved else fail(f"{path}: /config has no attribute 'model'")
     if family not in FAMILY_OPTIONS:
         fail(f"{path}: /config model = '{family}' has no PyTorch twin (known: {', '.join(FAMILY_OPTIONS)})")
@@ -42,6 +43,9 @@ def model_config(saved, path):
     cfg = {}
     for field, default in dict(SHARED, **FAMILY_OPTIONS[family]).items():
         key = "model" if field == "family" else field.replace("_", "-")
+        if key not in saved and field in ADDED_LATER:
+            cfg[field] = default
+            continue
         if key not in saved:
             fail(f"{path}: /config has no attribute '{key}' (ModelConfig.{field})")
         value = text(saved[key])

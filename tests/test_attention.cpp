@@ -1,9 +1,11 @@
-// Softmax attention: the fused kernel against the naive one (forward and every gradient),
-// finite differences, exact causality, determinism, memory; RoPE, the sinusoidal table and
-// the ALiBi slopes against independent computations.
+// Softmax attention: the fused kernel against the naive one (forward and every gradient, with
+// and without a window), finite differences, exact causality and band, determinism, memory,
+// the tiles a window skips; RoPE, the sinusoidal table and the ALiBi slopes against independent
+// computations.
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -15,6 +17,7 @@
 #include "framework/positions.hpp"
 #include "framework/autograd.hpp"
 #include "framework/ops.hpp"
+#include "framework/runtime.hpp"
 #include "gradcheck.hpp"
 
 using namespace tri;
@@ -46,13 +49,14 @@ struct Case {
   int64_t B, Tq, Tk, H, Dh;
   bool causal, alibi;
   float scale = 0.f;
+  int64_t window = 0;
 };
 
 std::string describe(const Case& c) {
-  char s[160];
-  std::snprintf(s, sizeof s, "B %lld Tq %lld Tk %lld H %lld Dh %lld%s%s scale %g", (long long)c.B,
+  char s[180];
+  std::snprintf(s, sizeof s, "B %lld Tq %lld Tk %lld H %lld Dh %lld%s%s scale %g window %lld", (long long)c.B,
                 (long long)c.Tq, (long long)c.Tk, (long long)c.H, (long long)c.Dh,
-                c.causal ? " causal" : "", c.alibi ? " alibi" : "", c.scale);
+                c.causal ? " causal" : "", c.alibi ? " alibi" : "", c.scale, (long long)c.window);
   return s;
 }
 
@@ -60,8 +64,19 @@ AttentionOptions options(const Case& c) {
   AttentionOptions o;
   o.causal = c.causal;
   o.scale = c.scale;
+  o.window = c.window;
   if (c.alibi) o.alibi_slopes = alibi_slopes(c.H);
   return o;
+}
+
+// x [B, T, H, Dh] as a ring buffer whose oldest row is `first`: row (first + t) % T holds x[:, t].
+Tensor as_ring(const Tensor& x, int64_t first) {
+  const int64_t T = x.size(1), row = x.size(2) * x.size(3);
+  Tensor ring = Tensor::empty(x.shape());
+  for (int64_t b = 0; b < x.size(0); ++b)
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(x.data() + (b * T + t) * row, row, ring.data() + (b * T + (first + t) % T) * row);
+  return ring;
 }
 
 // Inputs of a case: q, k, v in [-2, 2) (peaked enough that the softmax is far from uniform).
@@ -83,6 +98,13 @@ TEST_CASE("attention: fused matches naive, forward and gradients") {
       {1, 130, 130, 2, 32, true, false}, {1, 129, 130, 2, 16, true, true},  // partial last tiles
       {1, 64, 64, 1, 8, true, true},    {1, 67, 67, 2, 80, true, false},   // Dh 8 -> 16; 64 + 16
       {2, 37, 37, 3, 24, true, true, 0.3f},
+      // Windows: 1 and 2 keys, one not a multiple of the tile (first rows seeing no key of
+      // their first tile), exactly a tile, beyond T; with fewer queries than keys and one step.
+      {2, 37, 37, 3, 24, true, false, 0.f, 1}, {2, 37, 37, 3, 24, true, true, 0.f, 2},
+      {1, 150, 150, 2, 16, true, true, 0.f, 70}, {1, 200, 200, 2, 32, true, false, 0.f, 5},
+      {1, 130, 130, 2, 16, true, true, 0.f, 64}, {1, 67, 67, 2, 80, true, false, 0.f, 67},
+      {1, 70, 150, 2, 16, true, true, 0.f, 33}, {1, 129, 130, 2, 16, true, true, 0.f, 100},
+      {2, 1, 37, 3, 24, true, true, 0.f, 10},  {2, 37, 37, 3, 24, true, true, 0.f, 1000},
   };
   uint64_t seed = 10;
   for (const Case& c : cases) {
@@ -105,7 +127,8 @@ TEST_CASE("attention: gradcheck of the fused kernel and of the naive one") {
   gradcheck::Options go;
   go.eps = 3e-3;  // exp of scores: third derivatives ~10 at these scales
   for (const Case& c : {Case{1, 9, 9, 2, 6, true, true}, Case{2, 3, 11, 2, 4, false, true},
-                        Case{1, 4, 7, 1, 5, true, false}}) {
+                        Case{1, 4, 7, 1, 5, true, false}, Case{1, 9, 9, 2, 6, true, true, 0.f, 3},
+                        Case{1, 5, 11, 2, 4, true, false, 0.f, 1}, Case{1, 70, 70, 1, 4, true, true, 0.f, 5}}) {
     INFO(describe(c));
     const AttentionOptions opt = options(c);
     V in = inputs(c, 77);
@@ -120,87 +143,154 @@ TEST_CASE("attention: gradcheck of the fused kernel and of the naive one") {
   }
 }
 
-TEST_CASE("attention: output row t does not depend on later keys, values or queries") {
-  const Case c{1, 20, 90, 2, 8, true, true};  // query i sits at key position 70 + i
-  const AttentionOptions opt = options(c);
-  V in = inputs(c, 5);
-  for (int64_t t : {0, 7, 19}) {
-    INFO("row " << t);
-    const int64_t pos = c.Tk - c.Tq + t;
-    Tensor gout = Tensor::zeros({c.B, c.Tq, c.H, c.Dh});  // only row t carries gradient
-    for (int64_t i = 0; i < c.H * c.Dh; ++i)
-      gout.data()[t * c.H * c.Dh + i] = 1.f + 0.1f * float(i);
-    for (const char* which : {"fused", "naive"}) {
-      INFO(which);
-      const Result r = run([&](auto& q, auto& k, auto& v) {
-        return which[0] == 'f' ? attention(q, k, v, opt) : attention_naive(q, k, v, opt);
-      }, in, gout);
-      const int64_t row = c.H * c.Dh;
-      int64_t nonzero_after = 0, nonzero_other_q = 0, nonzero_upto = 0;
-      for (int64_t j = 0; j < c.Tk; ++j)
-        for (int64_t i = 0; i < row; ++i) {
-          const bool nz = r.gk.data()[j * row + i] != 0.f || r.gv.data()[j * row + i] != 0.f;
-          (j > pos ? nonzero_after : nonzero_upto) += nz;
-        }
-      for (int64_t j = 0; j < c.Tq; ++j)
-        for (int64_t i = 0; i < row; ++i)
-          nonzero_other_q += j != t && r.gq.data()[j * row + i] != 0.f;
-      CHECK(nonzero_after == 0);
-      CHECK(nonzero_other_q == 0);
-      CHECK(nonzero_upto > 0);  // the check above could fail: the visible keys do get gradient
+TEST_CASE("attention: output row t depends on the keys and values of its band only, and on no other query") {
+  // Query i sits at key position 70 + i and sees keys (pos - W, pos], or all up to pos (W = 0).
+  for (int64_t window : {0, 7, 70}) {
+    const Case c{1, 20, 90, 2, 8, true, true, 0.f, window};
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    V in = inputs(c, 5);
+    const int64_t row = c.H * c.Dh;
+    for (int64_t t : {0, 7, 19}) {
+      INFO("row " << t);
+      const int64_t pos = c.Tk - c.Tq + t, first = window ? pos - window + 1 : 0;
+      Tensor gout = Tensor::zeros({c.B, c.Tq, c.H, c.Dh});  // only row t carries gradient
+      for (int64_t i = 0; i < row; ++i) gout.data()[t * row + i] = 1.f + 0.1f * float(i);
+      for (const char* which : {"fused", "naive"}) {
+        INFO(which);
+        const Result r = run([&](auto& q, auto& k, auto& v) {
+          return which[0] == 'f' ? attention(q, k, v, opt) : attention_naive(q, k, v, opt);
+        }, in, gout);
+        int64_t nonzero_outside = 0, nonzero_other_q = 0, nonzero_inside = 0;
+        for (int64_t j = 0; j < c.Tk; ++j)
+          for (int64_t i = 0; i < row; ++i) {
+            const bool nz = r.gk.data()[j * row + i] != 0.f || r.gv.data()[j * row + i] != 0.f;
+            (j > pos || j < first ? nonzero_outside : nonzero_inside) += nz;
+          }
+        for (int64_t j = 0; j < c.Tq; ++j)
+          for (int64_t i = 0; i < row; ++i) nonzero_other_q += j != t && r.gq.data()[j * row + i] != 0.f;
+        CHECK(nonzero_outside == 0);
+        CHECK(nonzero_other_q == 0);
+        CHECK(nonzero_inside > 0);  // the check above could fail: the visible keys do get gradient
+      }
+    }
+    // Forward: rewriting the keys and values after position p leaves rows up to p bit-identical,
+    // and (with a window) rewriting those before row 10's band leaves rows from 10 on as they were.
+    const Tensor before = attention(in[0], in[1], in[2], opt);
+    auto rewritten = [&](int64_t from, int64_t to) {  // key positions [from, to) moved
+      Tensor k2 = in[1].clone(), v2 = in[2].clone();
+      for (int64_t i = from * row; i < to * row; ++i) {
+        k2.data()[i] += 1.f;
+        v2.data()[i] -= 1.f;
+      }
+      return attention(in[0], k2, v2, opt);
+    };
+    const Tensor later = rewritten(c.Tk - c.Tq + 10, c.Tk);
+    CHECK(bit_equal(before.view({c.Tq * row}).narrow0(0, 10 * row), later.view({c.Tq * row}).narrow0(0, 10 * row)));
+    CHECK(!bit_equal(before, later));
+    if (window) {
+      const Tensor earlier = rewritten(0, c.Tk - c.Tq + 10 - window + 1);
+      CHECK(bit_equal(before.view({c.Tq * row}).narrow0(10 * row, 10 * row),
+                      earlier.view({c.Tq * row}).narrow0(10 * row, 10 * row)));
+      CHECK(!bit_equal(before, earlier));
     }
   }
-  // Forward: rewriting the keys and values after position p leaves rows up to p bit-identical.
-  const Tensor before = attention(in[0], in[1], in[2], opt);
-  Tensor k2 = in[1].clone(), v2 = in[2].clone();
-  const int64_t row = c.H * c.Dh, first_changed = c.Tk - c.Tq + 10;
-  for (int64_t i = first_changed * row; i < k2.numel(); ++i) {
-    k2.data()[i] += 1.f;
-    v2.data()[i] -= 1.f;
+}
+
+TEST_CASE("attention: a window skips the tiles outside its band, forward and backward") {
+  // 64 queries at positions 576..639 with a window of 64 see keys 513..639: key tiles 0 to 7
+  // (keys 0..511) hold no visible pair. NaN there would reach every result through a product
+  // (0 * NaN) if a tile were computed and masked instead of skipped.
+  const Case c{1, 64, 640, 2, 16, true, true, 0.f, 64};
+  const AttentionOptions opt = options(c);
+  V in = inputs(c, 41);
+  const Tensor gout = gradcheck::uniform({c.B, c.Tq, c.H, c.Dh}, 42);
+  auto fused = [&](auto& q, auto& k, auto& v) { return attention(q, k, v, opt); };
+  const Result clean = run(fused, in, gout);
+  const int64_t skipped = 512 * c.H * c.Dh;
+  for (int i : {1, 2}) std::fill_n(in[size_t(i)].data(), skipped, NAN);
+  const Result poisoned = run(fused, in, gout);
+  CHECK(bit_equal(poisoned.out, clean.out));
+  CHECK(bit_equal(poisoned.gq, clean.gq));
+  CHECK(bit_equal(poisoned.gk, clean.gk));
+  CHECK(bit_equal(poisoned.gv, clean.gv));
+  // The kernel's count of (query, key) pairs, 14 Dh flops each forward and backward: the band's.
+  const Case w{2, 1000, 1000, 2, 8, true, false, 0.f, 32};
+  V big = inputs(w, 43);
+  const int64_t before = flop_count();
+  run([&](auto& q, auto& k, auto& v) { return attention(q, k, v, options(w)); }, big, big[0]);
+  const int64_t pairs = (w.Tq - w.window) * w.window + w.window * (w.window + 1) / 2;
+  CHECK(flop_count() - before == 14 * pairs * w.Dh * w.B * w.H);
+}
+
+TEST_CASE("attention: a window of T keys or more gives full causal attention's bits") {
+  const Case c{2, 130, 130, 3, 24, true, true};
+  V in = inputs(c, 51);
+  const Tensor gout = gradcheck::uniform({c.B, c.Tq, c.H, c.Dh}, 52);
+  for (bool fused : {true, false}) {
+    auto with_window = [&](int64_t window) {
+      AttentionOptions opt = options(c);
+      opt.window = window;
+      return run([&](auto& q, auto& k, auto& v) {
+        return fused ? attention(q, k, v, opt) : attention_naive(q, k, v, opt);
+      }, in, gout);
+    };
+    const Result full = with_window(0);
+    for (int64_t window : {c.Tk, c.Tk + 5, int64_t(1) << 20}) {
+      INFO((fused ? "fused" : "naive") << " window " << window);
+      const Result r = with_window(window);
+      CHECK(bit_equal(r.out, full.out));
+      CHECK(bit_equal(r.gq, full.gq));
+      CHECK(bit_equal(r.gk, full.gk));
+      CHECK(bit_equal(r.gv, full.gv));
+    }
   }
-  const Tensor after = attention(in[0], k2, v2, opt);
-  CHECK(bit_equal(before.view({c.Tq * row}).narrow0(0, 10 * row),
-                  after.view({c.Tq * row}).narrow0(0, 10 * row)));
-  CHECK(!bit_equal(before, after));
 }
 
 TEST_CASE("attention: probabilities of the naive path; same bits at 1 and 2 threads") {
-  const Case c{2, 37, 37, 3, 24, true, true};
-  const AttentionOptions opt = options(c);
-  V in = inputs(c, 31);
-  Tensor probs;
-  {
-    NoGradGuard no_grad;
-    attention_naive(in[0], in[1], in[2], opt, &probs);
-  }
-  REQUIRE(probs.shape() == Shape({c.B, c.H, c.Tq, c.Tk}));
-  for (int64_t r = 0; r < c.B * c.H * c.Tq; ++r) {
-    const int64_t i = r % c.Tq;
-    double s = 0;
-    for (int64_t j = 0; j < c.Tk; ++j) {
-      const float p = probs.data()[r * c.Tk + j];
-      if (j > i) CHECK(p == 0.f);
-      s += p;
+  for (int64_t window : {0, 5, 70}) {
+    const Case c{2, 137, 137, 3, 24, true, true, 0.f, window};
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    V in = inputs(c, 31);
+    Tensor probs;
+    {
+      NoGradGuard no_grad;
+      attention_naive(in[0], in[1], in[2], opt, &probs);
     }
-    CHECK(std::fabs(s - 1) < 1e-5);
+    REQUIRE(probs.shape() == Shape({c.B, c.H, c.Tq, c.Tk}));
+    int64_t outside_band_nonzero = 0;
+    for (int64_t r = 0; r < c.B * c.H * c.Tq; ++r) {
+      const int64_t i = r % c.Tq;
+      double s = 0;
+      for (int64_t j = 0; j < c.Tk; ++j) {
+        const float p = probs.data()[r * c.Tk + j];
+        outside_band_nonzero += (j > i || (window && j <= i - window)) && p != 0.f;
+        s += p;
+      }
+      CHECK(std::fabs(s - 1) < 1e-5);
+    }
+    CHECK(outside_band_nonzero == 0);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    auto fused = [&](auto& q, auto& k, auto& v) { return attention(q, k, v, opt); };
+    const Result one = run(fused, in, in[0]);
+    omp_set_num_threads(2);
+    const Result two = run(fused, in, in[0]);
+    omp_set_num_threads(threads);
+    CHECK(bit_equal(one.out, two.out));
+    CHECK(bit_equal(one.gq, two.gq));
+    CHECK(bit_equal(one.gk, two.gk));
+    CHECK(bit_equal(one.gv, two.gv));
   }
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  auto fused = [&](auto& q, auto& k, auto& v) { return attention(q, k, v, opt); };
-  const Result one = run(fused, in, in[0]);
-  omp_set_num_threads(2);
-  const Result two = run(fused, in, in[0]);
-  omp_set_num_threads(threads);
-  CHECK(bit_equal(one.out, two.out));
-  CHECK(bit_equal(one.gq, two.gq));
-  CHECK(bit_equal(one.gk, two.gk));
-  CHECK(bit_equal(one.gv, two.gv));
 }
 
 TEST_CASE("attention_decode: the naive path's output for few queries; same bits at 1 and 2 threads") {
   const std::vector<Case> cases = {{2, 1, 37, 3, 24, true, true},   {2, 1, 37, 3, 24, false, false},
                                    {1, 3, 150, 2, 16, true, false}, {1, 2, 150, 2, 16, false, true},
-                                   {1, 1, 1, 4, 8, true, true},     {2, 1, 300, 4, 32, true, false, 0.3f}};
+                                   {1, 1, 1, 4, 8, true, true},     {2, 1, 300, 4, 32, true, false, 0.3f},
+                                   {2, 1, 37, 3, 24, true, true, 0.f, 5}, {1, 3, 150, 2, 16, true, false, 0.f, 40},
+                                   {1, 4, 9, 2, 8, true, true, 0.f, 1}};
   uint64_t seed = 70;
   for (const Case& c : cases) {
     INFO(describe(c));
@@ -216,6 +306,13 @@ TEST_CASE("attention_decode: the naive path's output for few queries; same bits 
     omp_set_num_threads(threads);
     CHECK(scaled_err(one, naive) < 1e-5);  // float rounding of a softmax-weighted sum (as the fused kernel)
     CHECK(bit_equal(one, two));
+    // The same keys as a ring buffer (a windowed KV cache): position j in row (first + j) % Tk,
+    // read from row `first` on, gives the same sums in the same order.
+    for (int64_t first : {int64_t(1), c.Tk / 2, c.Tk - 1}) {
+      if (first <= 0 || first >= c.Tk) continue;
+      INFO("ring from row " << first);
+      CHECK(bit_equal(attention_decode(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first), one));
+    }
   }
 }
 
@@ -228,6 +325,18 @@ TEST_CASE("attention: bad shapes and options name the problem") {
   opt.alibi_slopes = {0.5f};
   CHECK_THROWS_WITH_AS(attention_naive(q, k, k, opt),
                        doctest::Contains("1 ALiBi slopes given, expected 0 or 2"), Error);
+  opt.alibi_slopes = {};
+  opt.window = -1;
+  CHECK_THROWS_WITH_AS(attention(q, k, k, opt), doctest::Contains("window -1 must be >= 0"), Error);
+  CHECK_THROWS_WITH_AS(attention_naive(q, k, k, opt), doctest::Contains("window -1 must be >= 0"), Error);
+  opt.window = 3;
+  opt.causal = false;
+  CHECK_THROWS_WITH_AS(attention(q, k, k, opt), doctest::Contains("a window needs causal attention"), Error);
+  CHECK_THROWS_WITH_AS(attention_decode(q, k, k, opt), doctest::Contains("a window needs causal attention"), Error);
+  opt.causal = true;
+  CHECK_THROWS_WITH_AS(attention_decode(q, k, k, opt, 6), doctest::Contains("first_row 6 is not a row of k"), Error);
+  const Tensor needs_grad = q.clone().requires_grad_();
+  CHECK_THROWS_WITH_AS(attention_decode(needs_grad, k, k, opt, 2), doctest::Contains("no gradient path"), Error);
   CHECK_THROWS_AS(rope(Tensor::zeros({1, 2, 3, 5}), 0), Error);
   CHECK_THROWS_AS(alibi_slopes(0), Error);
 }

@@ -1,6 +1,7 @@
-// `trilemma bench scaling` through the binary at tiny sizes: every (model, what, seq_len) row is
-// there, once, with a positive time, the peak memory where it belongs, and the model's recurrent
-// state bytes as a model built here reports them. No timing is asserted.
+// `trilemma bench scaling` through the binary at tiny sizes: every (model, window, what, seq_len)
+// row is there, once, with a positive time, the peak memory where it belongs, and the model's
+// recurrent state bytes as a model built here reports them; windowed attention's rows (--window)
+// come after the others and carry their window, the others no window field. No timing is asserted.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -18,7 +19,9 @@ namespace {
 using namespace trilemma_test;
 using nlohmann::json;
 
-const char* const kArgs = "bench scaling --seq-lens 32,64 --d-model 16 --repeats 1 --decode-tokens 2 --threads 1";
+// A window between the two lengths: the KV cache stops growing between them.
+const char* const kArgs =
+    "bench scaling --seq-lens 32,64 --d-model 16 --repeats 1 --decode-tokens 2 --threads 1 --window 48";
 
 std::vector<json> json_lines(const std::string& text) {
   std::vector<json> rows;
@@ -29,8 +32,9 @@ std::vector<json> json_lines(const std::string& text) {
 }
 
 // The state bytes of the model the benchmark describes (2 layers of width 16), built here.
-int64_t expected_state_bytes(const std::string& family, int64_t T) {
+int64_t expected_state_bytes(const std::string& family, int64_t T, int64_t window = 0) {
   tri::ModelConfig cfg = tri::ModelConfig::of(family);
+  if (window) tri::read_text(cfg, {{"window", std::to_string(window)}}, false);
   cfg.d_model = 16;
   cfg.n_layers = 2;
   cfg.vocab = 64;
@@ -47,18 +51,21 @@ TEST_CASE("bench scaling: every model, measurement and length, with the model's 
   CHECK(r.err.empty());
   const std::vector<json> printed = json_lines(r.out), written = json_lines(read_text(out));
   CHECK(printed == written);  // --json prints exactly the lines --out writes
-  REQUIRE(written.size() == 3 * 3 * 2);
+  REQUIRE(written.size() == 4 * 3 * 2);
 
-  std::set<std::tuple<std::string, std::string, int64_t>> seen;
-  for (const json& row : written) {
+  std::set<std::tuple<std::string, int64_t, std::string, int64_t>> seen;
+  for (size_t i = 0; i < written.size(); ++i) {
+    const json& row = written[i];
     const std::string model = row.at("model"), what = row.at("what");
-    const int64_t T = row.at("seq_len");
+    const int64_t T = row.at("seq_len"), window = row.value("window", int64_t(0));
     INFO(row.dump());
-    CHECK(seen.insert({model, what, T}).second);
+    CHECK(seen.insert({model, window, what, T}).second);
+    CHECK(window == (i < 3 * 3 * 2 ? 0 : 48));  // the windowed series last
+    CHECK(row.contains("window") == (window > 0));  // the other rows as before: no window field
     CHECK(row.at("ms").get<double>() > 0);
     CHECK(row.at("d_model") == 16);
     CHECK(row.at("n_layers") == 2);
-    CHECK(row.at("state_bytes").get<int64_t>() == expected_state_bytes(model, T));
+    CHECK(row.at("state_bytes").get<int64_t>() == expected_state_bytes(model, T, window));
     if (what == "decode") {
       CHECK(row.at("peak_bytes").is_null());
       CHECK(row.at("batch") == 1);
@@ -70,11 +77,17 @@ TEST_CASE("bench scaling: every model, measurement and length, with the model's 
     }
     CHECK(row.at("pos") == (model == "mamba" ? "none" : "rope"));
   }
-  for (const char* model : {"attention", "linear", "mamba"})
+  const std::pair<const char*, int64_t> series[] = {{"attention", 0}, {"linear", 0}, {"mamba", 0}, {"attention", 48}};
+  for (auto [model, window] : series)
     for (const char* what : {"model", "mixer", "decode"})
-      for (int64_t T : {32, 64}) CHECK(seen.count({model, what, T}) == 1);
-  // Attention's KV cache grows with T; the recurrent states do not.
+      for (int64_t T : {32, 64}) CHECK(seen.count({model, window, what, T}) == 1);
+  // Attention's KV cache grows with T, up to its window; the recurrent states do not grow.
   CHECK(expected_state_bytes("attention", 64) == 2 * expected_state_bytes("attention", 32));
+  CHECK(expected_state_bytes("attention", 64, 48) == 48 * expected_state_bytes("attention", 32, 48) / 32);
+  // The table names the windowed series.
+  Run table = run(std::string(kArgs), "OMP_NUM_THREADS=1");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("\nattention w=48 model ") != std::string::npos);
   CHECK(expected_state_bytes("mamba", 64) == expected_state_bytes("mamba", 32));
 }
 
@@ -93,18 +106,24 @@ TEST_CASE("bench scaling: a table by default, one family with --models, one-line
   Run heads = run("bench scaling --d-model 18 --heads 4 --seq-lens 16");
   CHECK(heads.code == 2);
   CHECK(count_lines(heads.err) == 1);
+  Run window = run("bench scaling --window -1 --seq-lens 16");
+  CHECK(window.code == 2);
+  CHECK(count_lines(window.err) == 1);
+  CHECK(window.err.find("--window -1 is out of range (allowed: 0..16384)") != std::string::npos);
 }
 
 TEST_CASE("bench decode: the decode rows alone, at the lengths asked") {
-  Run r = run("bench decode --seq-lens 16,48 --d-model 16 --decode-tokens 2 --threads 1 --json", "OMP_NUM_THREADS=1");
+  Run r = run("bench decode --seq-lens 16,48 --d-model 16 --decode-tokens 2 --threads 1 --json --window 20",
+              "OMP_NUM_THREADS=1");
   INFO(r.err);
   REQUIRE(r.code == 0);
   const std::vector<json> rows = json_lines(r.out);
-  REQUIRE(rows.size() == 3 * 2);
+  REQUIRE(rows.size() == 4 * 2);
   for (const json& row : rows) {
     CHECK(row.at("what") == "decode");
     CHECK(row.at("ms").get<double>() > 0);
-    CHECK(row.at("state_bytes").get<int64_t>() ==
-          expected_state_bytes(row.at("model"), row.at("seq_len").get<int64_t>()));
+    const int64_t T = row.at("seq_len"), window = row.value("window", int64_t(0));
+    CHECK(row.at("state_bytes").get<int64_t>() == expected_state_bytes(row.at("model"), T, window));
   }
+  CHECK(rows.back().value("window", 0) == 20);
 }

@@ -1,6 +1,8 @@
 // models/decode.hpp: greedy decoding through the recurrent state.
 //  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
-//    growing prefix (attention with RoPE, linear attention, Mamba), and stops at the stop token;
+//    growing prefix (attention with RoPE, linear attention, Mamba; windowed attention with every
+//    position encoding, its windows shorter than the decoded length, so the KV cache's ring buffer
+//    wraps), and stops at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -26,8 +28,12 @@ namespace {
 
 struct Family {
   std::string family, pos;
+  int64_t window = 0;  // attention's
 };
-const Family kFamilies[] = {{"attention", "rope"}, {"linear", "none"}, {"mamba", "none"}};
+const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
+                            {"mamba", "none"},             {"attention", "rope", 5},
+                            {"attention", "alibi", 3},     {"attention", "none", 4},
+                            {"attention", "sinusoidal", 6}, {"attention", "learned", 1}};
 
 ModelConfig small(const Family& f, int64_t vocab) {
   ModelConfig c = ModelConfig::of(f.family);
@@ -36,6 +42,7 @@ ModelConfig small(const Family& f, int64_t vocab) {
   c.d_model = 32;
   c.n_layers = 2;
   set_options(c, {{"n-heads", "4"}});
+  if (f.window) set_options(c, {{"window", std::to_string(f.window)}});
   c.mlp = f.family == "mamba" ? "none" : "gelu";
   c.max_seq_len = 128;
   return c;
@@ -79,6 +86,8 @@ TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
   set_threads(1);
   for (const Family& f : kFamilies) {
     CAPTURE(f.family);
+    CAPTURE(f.pos);
+    CAPTURE(f.window);
     LanguageModel m(small(f, 13), 7);
     spread_embeddings(m, 8);
     for (uint64_t seed : {1, 2, 3}) {
@@ -113,6 +122,8 @@ TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forwar
   double best_acc = 0;
   for (const Family& f : kFamilies) {
     CAPTURE(f.family);
+    CAPTURE(f.pos);
+    CAPTURE(f.window);
     LanguageModel m(small(f, task.vocab_size()), 3);
     // A brief training run, so that some rows are copied exactly and the comparison has
     // right and wrong rows to agree on.

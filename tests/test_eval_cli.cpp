@@ -1,5 +1,6 @@
 // `trilemma eval` and `trilemma generate` end to end, on small checkpoints that `trilemma train`
-// writes (attention with RoPE, linear attention, Mamba on copy; two more for error cases):
+// writes (attention with RoPE, with and without a window, linear attention, Mamba on copy; two
+// more for error cases):
 //  - eval reproduces the training run's final evaluation, prints one table row per length, and
 //    --json parses in Python's json module with the same numbers;
 //  - --dump writes the first batch, and scripts/interop_check.py (PyTorch's twin of the model on
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -32,9 +34,12 @@ struct Trained {
 // Long enough for every family to copy some of generate's 12 rows exactly (measured: attention
 // 12, linear attention 11, Mamba 12; Mamba's 600 steps, 7 rows once, left it at 0 rows after a
 // change of the scan's last bits: seed 0 sits near the step where copying is learned), so that
-// comparing exact counts compares real decodings.
+// comparing exact counts compares real decodings. The window of 8 reaches each copied token
+// (at most max-len + 1 = 7 back) and is shorter than a row (15): its KV cache's ring wraps.
 const Trained kTrained[] = {
     {"attention", "attention", "--model attention --pos rope --steps 150 --warmup 10 --eval-every 150"},
+    {"attention_window", "attention",
+     "--model attention --pos rope --window 8 --steps 150 --warmup 10 --eval-every 150"},
     {"linear", "linear", "--model linear --steps 300 --warmup 10 --eval-every 300"},
     {"mamba", "mamba", "--model mamba --steps 1000 --warmup 10 --eval-every 1000"},
 };
@@ -172,7 +177,15 @@ TEST_CASE("--dump holds the first batch, and PyTorch reproduces its logits for e
   INFO(out);
   CHECK(shell(interop + pairs, &out) == 0);
   for (const Trained& t : kTrained) CHECK(contains(out, std::string(t.family) + ": max abs error"));
-  CHECK(count_lines(out) == 3);
+  CHECK(count_lines(out) == int(std::size(kTrained)));
+  // The window the twin was given: an attention checkpoint's /config states it (0: none), another
+  // family's has no such option.
+  CHECK(shell("/usr/bin/python3 -c 'import h5py, sys\n"
+              "values = [h5py.File(p, \"r\")[\"config\"].attrs.get(\"window\", \"-\") for p in sys.argv[1:]]\n"
+              "print(*(v.decode() if isinstance(v, bytes) else v for v in values))' " +
+                  q(trained(kTrained[0])) + " " + q(trained(kTrained[1])) + " " + q(trained(kTrained[2])),
+              &out) == 0);
+  CHECK(out == "0 8 -\n");
 
   // The check can fail: one logit moved by 0.01.
   const fs::path ck = trained(kTrained[0]), dump = scratch("dump_attention.h5");

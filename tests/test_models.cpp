@@ -6,7 +6,8 @@
 //    (relative to the largest logit; 1e-3 for the ill-conditioned identity feature map), and
 //    the decoding state holds state_bytes(T) per sequence;
 //  - parameter names and shapes as specs/CHECKPOINT.md, counts from a formula, decay flags;
-//  - state_bytes: attention grows linearly with T, linear attention and Mamba are constant;
+//  - state_bytes: attention grows linearly with T (up to its window W, then constant), linear
+//    attention and Mamba are constant;
 //  - config validation and state_io errors (missing, unexpected, wrong shape; nothing loaded).
 #include <doctest/doctest.h>
 
@@ -24,6 +25,7 @@
 #include "framework/autograd.hpp"
 #include "framework/h5.hpp"
 #include "framework/state_io.hpp"
+#include "models/attention.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
 #include "models/linear_attention.hpp"
@@ -73,6 +75,13 @@ std::map<std::string, ModelConfig> variants() {
   v["attention tied, bias"] = small("attention", "sinusoidal");
   v["attention tied, bias"].tie_embeddings = true;
   set_options(v["attention tied, bias"], {{"bias", "1"}});
+  // Windows shorter than the sequences below: the band cuts every row after the first W.
+  const std::pair<const char*, const char*> windowed[] = {
+      {"none", "3"}, {"sinusoidal", "7"}, {"learned", "1"}, {"rope", "5"}, {"alibi", "2"}};
+  for (auto [pos, window] : windowed) {
+    ModelConfig& c = v[std::string("attention window ") + window + " " + pos] = small("attention", pos);
+    set_options(c, {{"window", window}});
+  }
   for (const char* pos : {"none", "sinusoidal", "learned", "rope"})
     v[std::string("linear elu ") + pos] = small("linear", pos);
   for (const char* fm : {"relu", "identity"}) {
@@ -169,7 +178,7 @@ TEST_CASE("causality: the gradient at t reaches the blocks' inputs up to t only"
 
 TEST_CASE("recurrent decoding gives the parallel forward's logits") {
   const int64_t B = 2, T = 64;
-  std::printf("%-28s | %12s | %s\n", "variant", "step err", "state bytes/seq");
+  std::printf("%-30s | %12s | %s\n", "variant", "step err", "state bytes/seq");
   for (auto& [name, cfg] : variants()) {
     INFO(name);
     LanguageModel model(cfg, 9);
@@ -189,7 +198,7 @@ TEST_CASE("recurrent decoding gives the parallel forward's logits") {
           scale = std::max(scale, double(std::fabs(want)));
         }
     }
-    std::printf("%-28s | %12.2e | %lld\n", name.c_str(), diff / scale,
+    std::printf("%-30s | %12.2e | %lld\n", name.c_str(), diff / scale,
                 (long long)model.state_bytes(T));
     // The identity feature map's normaliser phi(q) . sum phi(k) has no sign and comes within
     // 1e-3 of zero at random weights, dividing the numerator's rounding by it: the two orders
@@ -201,15 +210,19 @@ TEST_CASE("recurrent decoding gives the parallel forward's logits") {
   }
 }
 
-TEST_CASE("state_bytes: attention grows with T, linear attention and Mamba do not") {
+TEST_CASE("state_bytes: attention grows with T (up to its window), linear attention and Mamba do not") {
   for (auto& [name, cfg] : variants()) {
     INFO(name);
     LanguageModel model(cfg, 1);
     const int64_t s1 = model.state_bytes(64), s2 = model.state_bytes(128);
     CHECK(s1 > 0);
     if (cfg.family == "attention") {
-      CHECK(s2 == 2 * s1);
-      CHECK(s1 == cfg.n_layers * 2 * 64 * cfg.d_model * int64_t(sizeof(float)));
+      const int64_t window = cfg.options<MultiHeadAttentionOptions>().window;
+      const int64_t row_bytes = cfg.n_layers * 2 * cfg.d_model * int64_t(sizeof(float));  // K and V of a token
+      CHECK(s1 == row_bytes * (window ? std::min<int64_t>(64, window) : 64));
+      CHECK(s2 == (window ? s1 : 2 * s1));
+      CHECK(model.state_bytes(1) == row_bytes);
+      if (window) CHECK(model.state_bytes(100000) == row_bytes * window);  // a ring of W rows
     } else {
       CHECK(s2 == s1);
       CHECK(model.state_bytes(100000) == s1);
@@ -417,6 +430,8 @@ TEST_CASE("config validation names the field and what is allowed") {
                  "--norm 'sandwich' unknown (allowed: pre, post)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.options<HeadOptions>().rope_style = "interleaved"; }),
                  "--rope-style 'interleaved' is not supported (allowed: half)"});
+  bad.push_back({with(small("attention"), [](ModelConfig& c) { c.options<MultiHeadAttentionOptions>().window = -1; }),
+                 "--window -1 is out of range (allowed: 0..16777216)"});
   bad.push_back({with(small("attention", "learned"), [](ModelConfig& c) { c.max_seq_len = 0; }),
                  "--max-seq-len 0: learned positions need a table size"});
   for (auto& [cfg, message] : bad) {

@@ -70,10 +70,10 @@ TEST_CASE("parity: ALiBi slopes match the official implementation") {
 
 TEST_CASE("parity: attention, RoPE and RoPE + attention against PyTorch") {
   H5File f(torch_ref("attention.h5"), H5File::Mode::read);
-  std::printf("\n%-20s | %-5s | %-19s | %-19s\n", "case", "path", "out err / bound", "grad err / bound");
+  std::printf("\n%-21s | %-5s | %-19s | %-19s\n", "case", "path", "out err / bound", "grad err / bound");
   int cases = 0;
   auto report = [](const std::string& c, const char* path, const Errors& e) {
-    std::printf("%-20s | %-5s | %.2e / %.2e | %.2e / %.2e\n", c.c_str(), path,
+    std::printf("%-21s | %-5s | %.2e / %.2e | %.2e / %.2e\n", c.c_str(), path,
                 std::max(e.out.vs_exact, e.out.vs_torch), e.out.bound(kFloor),
                 std::max(e.grad.vs_exact, e.grad.vs_torch), e.grad.bound(kFloor));
     for (const ParityErrors* p : {&e.out, &e.grad}) {
@@ -90,6 +90,7 @@ TEST_CASE("parity: attention, RoPE and RoPE + attention against PyTorch") {
       AttentionOptions opt;
       opt.causal = f.attr_int(c, "causal") != 0;
       opt.scale = float(f.attr_double(c, "scale"));
+      opt.window = f.attr_int(c, "window");
       if (f.attr_int(c, "alibi")) opt.alibi_slopes = alibi_slopes(f.shape_of(c + "/q")[2]);
       report(c, "fused", compare(f, c, {"q", "k", "v"}, [&](const std::vector<Tensor>& x) {
                return attention(x[0], x[1], x[2], opt);
@@ -105,12 +106,14 @@ TEST_CASE("parity: attention, RoPE and RoPE + attention against PyTorch") {
              }));
     } else if (op == "rope_attention") {
       const int64_t Tq = f.shape_of(c + "/q")[1], Tk = f.shape_of(c + "/k")[1];
+      AttentionOptions opt;
+      opt.window = f.attr_int(c, "window");
       report(c, "fused", compare(f, c, {"q", "k", "v"}, [&](const std::vector<Tensor>& x) {
-               return attention(rope(x[0], Tk - Tq), rope(x[1], 0), x[2], {});
+               return attention(rope(x[0], Tk - Tq), rope(x[1], 0), x[2], opt);
              }));
     } else {
       FAIL("case " << c << " has unknown op " << op);
     }
   }
-  CHECK(cases >= 12);
+  CHECK(cases >= 19);
 }

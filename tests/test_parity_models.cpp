@@ -242,7 +242,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
   std::set<std::string> covered;
   std::printf("relative RMS errors against float64 / their bounds; after 3 steps: largest error in "
               "steps, largest error / bound, unsettled elements\n");
-  std::printf("%-17s | %-17s | %-17s | %-17s | %-8s | %-6s | %s\n", "config", "logits", "loss",
+  std::printf("%-22s | %-17s | %-17s | %-17s | %-8s | %-6s | %s\n", "config", "logits", "loss",
               "gradients", "steps", "/bound", "unsettled");
   for (const std::string& name : f.list("/")) {
     const std::string g = "/" + name;
@@ -251,6 +251,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     write_text(cfg, text);
     covered.insert(cfg.family);
     if (cfg.family == "attention") covered.insert("attention pos " + cfg.pos);
+    if (cfg.family == "attention" && text.at("window") != "0") covered.insert("attention window pos " + cfg.pos);
     if (cfg.family == "linear") covered.insert("linear " + text.at("feature-map"));
     if (cfg.family == "linear" && cfg.pos == "rope") covered.insert("linear rope");
     if (cfg.family == "mamba") covered.insert(text.at("ssm-selective") == "1" ? "mamba selective" : "mamba lti");
@@ -259,7 +260,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     if (cfg.tie_embeddings) covered.insert("tied");
 
     const Result r = run_case(f, g);
-    std::printf("%-17s | %.1e / %.1e | %.1e / %.1e | %.1e / %.1e | %.2e | %6.3f | %lld\n",
+    std::printf("%-22s | %.1e / %.1e | %.1e / %.1e | %.1e / %.1e | %.2e | %6.3f | %lld\n",
                 name.c_str(), r.logits.vs_exact, r.logits.bound(kFloor), r.loss.vs_exact,
                 r.loss.bound(kFloor), r.grad.vs_exact, r.grad.bound(kFloor), r.after.max_e,
                 r.after.worst, (long long)r.after.unsettled);
@@ -267,7 +268,9 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
   }
   for (const char* need :
        {"attention", "linear", "mamba", "attention pos none", "attention pos sinusoidal",
-        "attention pos learned", "attention pos rope", "attention pos alibi", "linear elu",
+        "attention pos learned", "attention pos rope", "attention pos alibi", "attention window pos none",
+        "attention window pos sinusoidal", "attention window pos learned", "attention window pos rope",
+        "attention window pos alibi", "linear elu",
         "linear relu", "linear identity", "linear rope", "mamba selective", "mamba lti", "norm pre",
         "norm post", "mlp none", "mlp gelu", "tied"}) {
     INFO("models.h5 has no case for " << need);

@@ -77,6 +77,7 @@ const char* const kSweepCommand = "trilemma sweep experiments/test.grid --out SW
 
 struct Fixture {
   bool scaling = true, lengths = true, varying = true;
+  bool windowed = false;  // scaling.jsonl also holds attention with a window of 32: linear in T
 };
 
 // A sweep folder with every run of the grid, one failed and one pending run.
@@ -141,6 +142,13 @@ fs::path make_sweep(const std::string& name, const Fixture& fx = {}) {
     scaling += Json{{"model", "mamba"}, {"what", "decode"}, {"seq_len", 4096}, {"batch", 4}, {"d_model", 128},
                     {"n_layers", 2}, {"ms", 0.5}, {"peak_bytes", nullptr},
                     {"state_bytes", 2048.0 * 3}}.dump() + "\n";
+    for (const char* what : {"model", "mixer", "decode"})
+      for (int t : kScalingT)
+        if (fx.windowed)
+          scaling += Json{{"model", "attention"}, {"what", what}, {"seq_len", t}, {"batch", 4}, {"d_model", 128},
+                          {"n_layers", 2}, {"ms", scaling_ms(1, t)},
+                          {"peak_bytes", std::string(what) == "decode" ? Json(nullptr) : Json(100.0 * t)},
+                          {"state_bytes", 512.0 * std::min(t, 32)}, {"window", 32}}.dump() + "\n";
     write_text(dir / "scaling.jsonl", scaling);
   }
   return dir;
@@ -356,10 +364,12 @@ TEST_CASE("the power law is fitted over the largest T") {
   points.pop_back();  // 5 points: still at least 3
   CHECK(tri::report::fit_power_law(points).points == 3);
   // The same fit in the report's exponent table.
-  const fs::path dir = make_sweep("exponents");
+  // A windowed attention series is a series of its own.
+  const fs::path dir = make_sweep("exponents", {.windowed = true});
   REQUIRE(run("report " + q(dir), "TRILEMMA_GNUPLOT=/nonexistent").code == 0);
   const auto t = markdown_table(read_text(dir / "report.md"), "Scaling exponents in T");
-  REQUIRE(t.size() == 1 + 9);
+  REQUIRE(t.size() == 1 + 12);
+  CHECK(row_of(t, {"model", "attention window=32"})["time exponent"] == "1.000");
   auto row = row_of(t, {"model", "attention"});
   CHECK(row["time exponent"] == "2.000");
   CHECK(row["time fit range"] == "T = 512..2048 (3 points)");

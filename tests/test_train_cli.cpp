@@ -70,6 +70,7 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
   CHECK(ini.find("max-seq-len = 32\n") != std::string::npos);
   CHECK(ini.find("eval-batch = 8\n") != std::string::npos);
   CHECK(ini.find("threads = 1\n") != std::string::npos);
+  CHECK(ini.find("window = 0\n") != std::string::npos);  // attention's own options, at their defaults
   CHECK(r.out.find("  d-model = 32\n") != std::string::npos);
 
   // Training rows at 7, 14, ..., 42 and the last step; evaluation rows at 20, 40, 45.
@@ -238,6 +239,9 @@ TEST_CASE("train: bad input is one line, the right exit code, and no files") {
       {" --task copy --seq-len 10", 2, "--max-len 20"},
       {" --task mqar --seq-len 64 --num-kv-pairs 40", 2, "--num-kv-pairs 40"},
       {" --model attention --d-state 8", 2, "--d-state 8 is an option of mamba, not of model attention"},
+      {" --model linear --window 8", 2, "--window 8 is an option of attention, not of model linear"},
+      {" --model mamba --window 8", 2, "--window 8 is an option of attention, not of model mamba"},
+      {" --window -1", 2, "--window -1 is out of range (allowed: 0..16777216)"},
       {" --task mqar --max-len 9", 2, "--max-len 9 is an option of copy, not of model attention on task mqar"},
       {" --rope-style interleaved", 2, "--rope-style 'interleaved' is not supported (allowed: half)"},
       {" --lr 0.01 --min-lr 0.1", 2, "--min-lr 0.1 is out of range (allowed: 0..0.01, at most --lr)"},

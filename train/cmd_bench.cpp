@@ -66,6 +66,9 @@ void bench_options(CommandOptions& o) {
       ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
        "scaling, decode: blocks per model")
+      ("window", po::value<int>()->value_name("W")->default_value(0)->notifier(in_range("window", 0, 16384)),
+       "scaling, decode: also measure attention with a sliding window of W positions, a series after the "
+       "others (its rows carry \"window\": W); 0 = none")
       ("decode-tokens", po::value<int>()->value_name("N")->default_value(16)
                             ->notifier(in_range("decode-tokens", 1, 4096)),
        "scaling, decode: generated tokens timed at each context length")

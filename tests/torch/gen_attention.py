@@ -7,10 +7,11 @@ form of GPT-NeoX / LLaMA.
 
 /slopes/<H>             ALiBi slopes for H heads (float32, from the official get_slopes)
 /<case> with attrs op:
-  "attention"  attrs causal, alibi (0/1), scale (0: 1/sqrt(Dh)); q, k, v, gout, out, gq, gk, gv
+  "attention"  attrs causal, alibi (0/1), scale (0: 1/sqrt(Dh)), window (0: none; W: query at
+               position p sees keys p - W < j <= p); q, k, v, gout, out, gq, gk, gv
   "rope"       attrs offset, base; x, gout, out, gx
-  "rope_attention"  q and k rotated (q at offset Tk - Tq, k at 0), then causal attention;
-               q, k, v, gout, out, gq, gk, gv
+  "rope_attention"  q and k rotated (q at offset Tk - Tq, k at 0), then causal attention with
+               attr window; q, k, v, gout, out, gq, gk, gv
 Layouts: q [B, Tq, H, Dh], k and v [B, Tk, H, Dh]. Gradients are d(sum(out * gout)) / d input.
 Every case also has out64 and g<input>64: the same computed in float64 from the same inputs
 (with the same float32 ALiBi slopes and RoPE tables), the exact result to float32 precision.
@@ -41,8 +42,9 @@ def get_slopes(n):
     return power_of_2(closest) + get_slopes(2 * closest)[0::2][: n - closest]
 
 
-def attention(q, k, v, causal, slopes, scale):
-    """softmax(Q K^T * scale + bias + mask) V over [B, T, H, Dh] inputs."""
+def attention(q, k, v, causal, slopes, scale, window=0):
+    """softmax(Q K^T * scale + bias + mask) V over [B, T, H, Dh] inputs; with a window, the mask
+    also hides the keys at or beyond `window` positions before the query."""
     Tq, Tk, Dh = q.shape[1], k.shape[1], q.shape[3]
     qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, Dh]
     scores = (qh @ kh.transpose(-1, -2)) * (scale if scale else 1 / math.sqrt(Dh))
@@ -51,7 +53,8 @@ def attention(q, k, v, causal, slopes, scale):
     if slopes is not None:
         scores = scores + torch.tensor(slopes, dtype=torch.float32)[:, None, None] * rel
     if causal:
-        scores = scores + torch.zeros(Tq, Tk).masked_fill(rel > 0, float("-inf"))
+        hidden = (rel > 0) | (rel <= -window) if window else rel > 0
+        scores = scores + torch.zeros(Tq, Tk).masked_fill(hidden, float("-inf"))
     return (torch.softmax(scores, -1) @ vh).transpose(1, 2)
 
 
@@ -96,36 +99,43 @@ def main():
         for H in list(range(1, 13)) + [16, 24, 32]:
             f.create_dataset(f"slopes/{H}", data=np.asarray(get_slopes(H), dtype=np.float32))
 
-        # (name, B, Tq, Tk, H, Dh, causal, alibi, scale)
+        # (name, B, Tq, Tk, H, Dh, causal, alibi, scale, window)
         cases = [
-            ("causal", 2, 37, 37, 3, 24, True, False, 0.0),
-            ("causal_alibi", 2, 37, 37, 3, 24, True, True, 0.0),
-            ("full", 2, 37, 37, 3, 24, False, False, 0.0),
-            ("full_alibi", 2, 37, 37, 3, 24, False, True, 0.0),
-            ("decode_step", 2, 1, 37, 3, 24, True, True, 0.0),
-            ("fewer_queries", 2, 5, 37, 3, 24, True, True, 0.0),
-            ("fewer_queries_full", 1, 20, 90, 2, 16, False, True, 0.0),
-            ("long_tiles", 1, 150, 150, 2, 32, True, True, 0.0),
-            ("scale", 1, 37, 37, 5, 12, True, True, 0.2),
+            ("causal", 2, 37, 37, 3, 24, True, False, 0.0, 0),
+            ("causal_alibi", 2, 37, 37, 3, 24, True, True, 0.0, 0),
+            ("full", 2, 37, 37, 3, 24, False, False, 0.0, 0),
+            ("full_alibi", 2, 37, 37, 3, 24, False, True, 0.0, 0),
+            ("decode_step", 2, 1, 37, 3, 24, True, True, 0.0, 0),
+            ("fewer_queries", 2, 5, 37, 3, 24, True, True, 0.0, 0),
+            ("fewer_queries_full", 1, 20, 90, 2, 16, False, True, 0.0, 0),
+            ("long_tiles", 1, 150, 150, 2, 32, True, True, 0.0, 0),
+            ("scale", 1, 37, 37, 5, 12, True, True, 0.2, 0),
+            ("window_1", 2, 37, 37, 3, 24, True, False, 0.0, 1),
+            ("window_2_alibi", 2, 37, 37, 3, 24, True, True, 0.0, 2),
+            ("window_70_tiles", 1, 150, 150, 2, 32, True, True, 0.0, 70),
+            ("window_fewer_queries", 1, 40, 150, 2, 16, True, True, 0.0, 33),
+            ("window_decode_step", 2, 1, 37, 3, 24, True, True, 0.0, 10),
+            ("window_beyond_T", 1, 37, 37, 5, 12, True, False, 0.2, 100),
         ]
-        for name, B, Tq, Tk, H, Dh, causal, alibi, scale in cases:
+        for name, B, Tq, Tk, H, Dh, causal, alibi, scale, window in cases:
             slopes = get_slopes(H) if alibi else None
             inputs = {"q": torch.randn(B, Tq, H, Dh), "k": torch.randn(B, Tk, H, Dh),
                       "v": torch.randn(B, Tk, H, Dh)}
             write_case(f, name, "attention", inputs,
-                       lambda q, k, v: attention(q, k, v, causal, slopes, scale),
-                       {"causal": int(causal), "alibi": int(alibi), "scale": scale})
+                       lambda q, k, v: attention(q, k, v, causal, slopes, scale, window),
+                       {"causal": int(causal), "alibi": int(alibi), "scale": scale, "window": window})
 
         write_case(f, "rope", "rope", {"x": torch.randn(2, 37, 3, 24)},
                    lambda x: rope(x, 5), {"offset": 5, "base": 10000.0})
         write_case(f, "rope_base_offset", "rope", {"x": torch.randn(1, 20, 2, 8)},
                    lambda x: rope(x, 1000, 500.0), {"offset": 1000, "base": 500.0})
         Tq, Tk = 7, 29
-        write_case(f, "rope_attention", "rope_attention",
-                   {"q": torch.randn(2, Tq, 2, 16), "k": torch.randn(2, Tk, 2, 16),
-                    "v": torch.randn(2, Tk, 2, 16)},
-                   lambda q, k, v: attention(rope(q, Tk - Tq), rope(k, 0), v, True, None, 0.0),
-                   {})
+        for name, window in (("rope_attention", 0), ("rope_attention_window", 6)):
+            write_case(f, name, "rope_attention",
+                       {"q": torch.randn(2, Tq, 2, 16), "k": torch.randn(2, Tk, 2, 16),
+                        "v": torch.randn(2, Tk, 2, 16)},
+                       lambda q, k, v: attention(rope(q, Tk - Tq), rope(k, 0), v, True, None, 0.0, window),
+                       {"window": window})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,10 @@ One group per configuration, /<case>:
                  by it, so where it is small, float32 rounding of the gradient moves the
                  parameter visibly: the C++ test reads which elements those are from it
 
-Sizes: V=17, d=32, 2 layers, 4 heads, B=2, T=24. Key biases are only enabled with RoPE: without
+Sizes: V=17, d=32, 2 layers, 4 heads, B=2, T=24 (the attn_window_* cases' windows, 2 to 7, are
+shorter than T; a window of 1, which test_parity_attention covers, makes every softmax row a
+single 1: torch's q and k gradients are then exactly 0, ours float32 rounding of 0, and Adam
+would turn that rounding into full-size steps). Key biases are only enabled with RoPE: without
 it softmax is invariant to them, their gradient is pure rounding noise, and Adam would turn that
 noise into full-size steps. The identity feature map's normaliser q . sum(k) has no sign: at
 random weights it comes within 1e-3 of zero relative to its terms, where no float32 computation
@@ -60,6 +63,12 @@ CASES = {
     "attn_post_norm": dict(family="attention", pos="sinusoidal", norm="post"),
     "attn_no_mlp": dict(family="attention", pos="rope", mlp="none"),
     "attn_tied": dict(family="attention", pos="learned", tie_embeddings=True),
+    # Sliding windows shorter than T, with every position encoding.
+    "attn_window_none": dict(family="attention", pos="none", window=4),
+    "attn_window_sinusoidal": dict(family="attention", pos="sinusoidal", window=7, norm="post"),
+    "attn_window_learned": dict(family="attention", pos="learned", window=2),
+    "attn_window_rope": dict(family="attention", pos="rope", window=5, bias=True),
+    "attn_window_alibi": dict(family="attention", pos="alibi", window=3, mlp="none"),
     "linear_elu": dict(family="linear", feature_map="elu", bias=True),
     "linear_relu": dict(family="linear", feature_map="relu"),
     "linear_identity": dict(family="linear", feature_map="identity", bias=True),

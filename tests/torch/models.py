@@ -1,7 +1,8 @@
 """The PyTorch twins of models/ (lm, block, attention, linear_attention): the same structure,
 parameter names and shapes as the C++ LanguageModel, so a state_dict loads into either.
 
-  MultiHeadAttention  the book's algorithm 2 (chapter 9, §9), made causal, with RoPE or ALiBi
+  MultiHeadAttention  the book's algorithm 2 (chapter 9, §9), made causal, with RoPE or ALiBi, and
+                      optionally a sliding window (each query sees the W most recent positions)
   LinearAttention     Katharopoulos et al. 2020 from its quadratic form (masked kernel matrix),
                       phi = elu+1 | relu | identity, RoPE on the numerator only
   Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
@@ -10,8 +11,9 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
 
 Config: a dict with ModelConfig's field names (models/config.hpp) and those of the family's
 options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp): SHARED and
-FAMILY_OPTIONS, merged in DEFAULTS. MIXERS maps each family to its twin, the class its registry
-entry names as parity_model (models/family.hpp).
+FAMILY_OPTIONS, merged in DEFAULTS; ADDED_LATER lists the options that configs saved before them
+lack (their default applies). MIXERS maps each family to its twin, the class its registry entry
+names as parity_model (models/family.hpp).
 Written for clarity, not speed: every formula is the textbook one, computed in float32.
 """
 import math
@@ -25,11 +27,12 @@ from mamba_ref import Mamba
 SHARED = dict(family="attention", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
               tie_embeddings=False, pos="none", norm="pre", mlp="gelu")
 FAMILY_OPTIONS = {
-    "attention": dict(n_heads=4, bias=False),
+    "attention": dict(n_heads=4, bias=False, window=0),
     "linear": dict(n_heads=4, bias=False, feature_map="elu"),
     "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
+ADDED_LATER = {"window"}
 LINEAR_ATTENTION_EPS = 1e-6  # framework/linear_attention.hpp's default
 # Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
 # parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
@@ -75,8 +78,11 @@ def sinusoidal_positions(T, D, dtype=torch.float32):
     return pe.to(dtype)
 
 
-def causal_mask(T):
-    return torch.ones(T, T, dtype=torch.bool).tril()
+def causal_mask(T, window=0):
+    """True where query i sees key j: j <= i, and with a window W also i - j < W."""
+    i = torch.arange(T)
+    distance = i[:, None] - i[None, :]
+    return (distance >= 0) & (distance < window) if window else distance >= 0
 
 
 class MultiHeadAttention(nn.Module):
@@ -84,6 +90,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         d = cfg["d_model"]
         self.h, self.dk, self.pos = cfg["n_heads"], d // cfg["n_heads"], cfg["pos"]
+        self.window = cfg["window"]
         self.q_proj = nn.Linear(d, d, bias=cfg["bias"])
         self.k_proj = nn.Linear(d, d, bias=cfg["bias"])
         self.v_proj = nn.Linear(d, d, bias=cfg["bias"])
@@ -103,7 +110,7 @@ class MultiHeadAttention(nn.Module):
             distance = (i[:, None] - i[None, :]).to(scores.dtype)
             slopes = torch.tensor(alibi_slopes(self.h), dtype=scores.dtype)
             scores = scores - slopes[:, None, None] * distance
-        scores = scores.masked_fill(~causal_mask(N), float("-inf"))
+        scores = scores.masked_fill(~causal_mask(N, self.window), float("-inf"))
         attn = F.softmax(scores, dim=-1)
         out = (attn @ V).transpose(1, 2).reshape(B, N, D)  # concatenate the heads
         return self.out_proj(out)
