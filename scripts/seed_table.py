@@ -3,7 +3,7 @@
 
     scripts/seed_table.py runs/recipe_mamba [--threshold 0.9] [--by KEY ...]
 
-For each group (the grid's varying keys other than seed, or --by), per task: the number of seeds,
+For each group (the grid's varying keys that vary within a task, but the seed; or --by), per task: the number of seeds,
 how many reach the threshold on the validation stream (results.jsonl's "valid", the last
 periodic evaluation: what a recipe is chosen on), each seed's validation accuracy, the test
 stream's accuracy (results.jsonl's "final": what is reported) as mean, min and max, needle's
@@ -42,7 +42,11 @@ def main():
     ap.add_argument("--by", nargs="*", help="group keys (default: the grid's varying keys but seed)")
     args = ap.parse_args()
     rows = load(args.folder)
-    keys = args.by or [k for k in rows[0].get("varying", []) if k not in ("seed", "task")]
+    if args.by:
+        keys = args.by
+    else:  # the grid's varying keys that vary within a task (a section's own settings do not)
+        keys = [k for k in rows[0].get("varying", []) if k not in ("seed", "task") and any(
+            len({json.dumps(r["config"].get(k)) for r in rows if r["task"] == t}) > 1 for t in {r["task"] for r in rows})]
     groups = {}
     for r in rows:
         key = (r["task"],) + tuple(json.dumps(r["config"].get(k)) for k in keys)
