@@ -5,8 +5,9 @@
 
 Each folder holds a `trilemma report`'s triangle.json. Prints one markdown row per variant and
 corner (and the needle+distractors control): each folder's verdict with its per-seed values, and
-whether all folders agree. Exits 1 when a verdict differs between folders, or a corner is
-undecided in any of them, so that a script can use it as a check.
+whether all folders agree. Exits 1 when a verdict differs between folders, or when a family's
+corner (a variant without a window) or a windowed control's receptive field is not decided
+(yes, no or a structural no) in one of them, so that a script can use it as a check.
 """
 import json
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 CORNERS = [("corners", "receptive_field"), ("corners", "linear_cost"), ("corners", "precise_matching"),
            ("controls", "needle_distractors")]
+DECIDED = ("yes", "no", "no (structural)")
 
 
 def load(folder):
@@ -46,9 +48,10 @@ def main():
             cells = [cell(r.get(label), group, corner) for r in reports]
             verdicts = {v for v, _ in cells}
             same = len(verdicts) == 1
-            decided = all(v not in (None, "undecided") for v, _ in cells)
-            if group == "corners":  # the control is reported, never required to be decided
-                ok = ok and same and decided
+            decided = all(v in DECIDED for v, _ in cells)
+            windowed = any((r.get(label) or {}).get("window", 0) for r in reports)
+            required = group == "corners" and (not windowed or corner == "receptive_field")
+            ok = ok and same and (decided or not required)
             print(f"| {label} | {corner} | " + " | ".join(t for _, t in cells) +
                   f" | {'yes' if same else 'NO'} |")
     return 0 if ok else 1

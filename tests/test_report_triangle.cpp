@@ -9,7 +9,8 @@
 //  - the linear cost's interval from the fitted slope: a noisy fit straddles the threshold
 //    (undecided), a clean one is decided;
 //  - triangle.json parsed back, equal to the table; the t quantiles against known values;
-//  - the best cell chosen on the validation stream, its test-stream values reported.
+//  - the best cell chosen on the validation stream, its test-stream values reported;
+//  - a probe without runs (a control's MQAR, the distractors) reads `not measured`.
 // Every expected number is computed here from the fixture's values (intervals with t quantiles
 // from published tables).
 #include <doctest/doctest.h>
@@ -370,6 +371,22 @@ TEST_CASE("triangle verdicts: fewer than 3 seeds, seeds that did not learn, matc
   for (const Variant* v : {&two_seeds, &one_left_out, &two_left_out, &never_learned}) check_table_is_json(r, v->label());
 }
 
+TEST_CASE("triangle verdicts: a probe without runs is not measured, whatever else the variant shows") {
+  // A windowed control trained on the needle only: its structural no stands, its matching was
+  // not measured (never `undecided`, which would say the seeds disagreed).
+  const Variant needle_only{"attention", 8, 2, {1, 1, 1}, {0.01, 0.02, 0.0}, {}, 1};
+  const Variant full{"attention", 0, 2, {1, 1, 1}, {1, 1, 1}, {0.99, 0.98, 1.0}, 2};  // the sweep's MQAR runs
+  const Report r = report(make_sweep("not_measured", {full, needle_only}));
+  const std::string label = needle_only.label();
+  CHECK(r.variant(label)["corners"]["receptive_field"]["verdict"] == "no (structural)");
+  CHECK(r.variant(label)["corners"]["precise_matching"]["verdict"] == "not measured");
+  CHECK(verdict(r, label, "precise_matching") == "not measured");
+  CHECK(r.variant(label)["corners"]["precise_matching"]["n"] == 0);
+  CHECK(r.variant(label)["controls"]["needle_distractors"]["verdict"] == "not measured");
+  CHECK(row_of(r.table, {label}).at("matching") == "not measured");
+  CHECK(r.variant(label)["corners_held"] == Json::array({"linear cost"}));
+}
+
 TEST_CASE("the best cell is chosen on the validation stream and reported on the test stream") {
   // The other learning rate's test accuracies are lower by kWorseBy, but its validation
   // accuracies are the higher ones: the verdicts and the best-lr table must read that cell.
@@ -405,6 +422,10 @@ TEST_CASE("the needle with distractors: its own verdict, never mixed into the re
   check_seeds(r["controls"]["needle_distractors"], reach.distractors, {true, true, true});
   CHECK(r["controls"]["needle_distractors"]["verdict"] == "no");
   CHECK(rep.variant("attention")["controls"]["needle_distractors"]["verdict"] == "yes");
+  // A variant without the needle with distractors has the control not measured.
+  const Report plain = report(make_sweep("distractors_none", {Variant{"mamba", 0, 2, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1}}));
+  CHECK(plain.variant("mamba")["controls"]["needle_distractors"]["verdict"] == "not measured");
+  CHECK(row_of(plain.table, {"mamba"}).at("needle+distractors") == "not measured");
   const auto row = row_of(rep.table, {"linear"});
   CHECK(row.at("needle+distractors") == "no");
   CHECK(row.at("needle+distractors acc per seed") == "0.020, 0.050, 0.010");

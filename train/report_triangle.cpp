@@ -78,6 +78,10 @@ Verdict needle_verdict(const TriangleRow& row, const std::vector<const RunRow*>&
         values.push_back({integer_key(*r, "seed"), *far, !near || *near >= kLearnedAcc});
       }
   Verdict v = seeded_verdict(values, kReceptiveFieldAcc, HeldWhen::at_least);
+  if (cell.empty()) {  // e.g. a variant without the needle with distractors
+    v.outcome = Outcome::not_measured, v.note.clear();
+    return v;
+  }
   if (const size_t left = v.values.size() - size_t(v.n); left > 0) {
     const std::string below = std::to_string(left) + " of " + std::to_string(v.values.size()) + " seeds below " +
                               number_text(kLearnedAcc, "%g") + " at d=" + std::to_string(*row.nearest_distance);
@@ -102,6 +106,10 @@ Verdict matching_verdict(const TriangleRow& row, const std::vector<const RunRow*
   std::vector<SeedValue> values;
   for (const RunRow* r : cell) values.push_back({integer_key(*r, "seed"), *r->token_acc, true});
   Verdict v = seeded_verdict(values, kPreciseMatchingAcc, HeldWhen::at_least);
+  if (cell.empty()) {  // e.g. a windowed control run on the needle only
+    v.outcome = Outcome::not_measured, v.note.clear();
+    return v;
+  }
   std::optional<double> nearest_best;
   if (row.nearest_distance)
     for (const RunRow* r : needle_runs)
@@ -165,7 +173,7 @@ TriangleRow variant_row(const std::string& model, int64_t window, const std::vec
     return s.what == "model" && s.model == model && s.window == window;
   });
   row.linear_cost = exponent_verdict(time_series == series.end() ? PowerFit{} : time_series->time_fit, kLinearCostExponent);
-  if (time_series == series.end()) row.linear_cost.note = "no scaling rows";
+  if (time_series == series.end()) row.linear_cost.outcome = Outcome::not_measured, row.linear_cost.note.clear();
   else {
     if (time_series->time_fit.ok) row.time_fit_range = time_series->time_fit.range_text();
     if (time_series->memory_fit.ok) row.memory_exponent = time_series->memory_fit.exponent;

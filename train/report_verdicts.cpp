@@ -59,6 +59,7 @@ std::string outcome_word(Outcome o) {
     case Outcome::undecided: return "undecided";
     case Outcome::did_not_learn: return "did not learn";
     case Outcome::structural_no: return "no (structural)";
+    case Outcome::not_measured: return "not measured";
   }
   return "undecided";
 }

@@ -21,8 +21,8 @@ std::optional<Interval> mean_interval_95(const std::vector<double>& values);
 // exponent ± t_{0.975, points-2} se(slope); none for a fit through two points.
 std::optional<Interval> exponent_interval_95(const PowerFit& fit);
 
-enum class Outcome { yes, no, undecided, did_not_learn, structural_no };
-// "yes", "no", "undecided", "did not learn", "no (structural)".
+enum class Outcome { yes, no, undecided, did_not_learn, structural_no, not_measured };
+// "yes", "no", "undecided", "did not learn", "no (structural)", "not measured" (no runs of the probe).
 std::string outcome_word(Outcome o);
 
 // Which way a corner is held: an accuracy at least its threshold, an exponent at most.
