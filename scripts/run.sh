@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build Release, run the default experiment
-# (experiments/quick.grid: the book's triangle measured in about 5 minutes; its run folders go
+# (experiments/quick.grid: the book's triangle measured in about 11 minutes; its run folders go
 # to runs/quick/, its report and the triangle table to results/quick/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
