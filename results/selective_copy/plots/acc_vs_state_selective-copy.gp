@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy --set seed=0,1` and `trilemma report runs/selective_copy`.
+# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy` and `trilemma report runs/selective_copy`.
 # Redraw: cd into this folder and run `gnuplot acc_vs_state_selective-copy.gp`.
 set terminal png size 900,600
 set termoption noenhanced
@@ -11,6 +11,4 @@ set key below spacing 1.2 height 1
 set logscale x
 set yrange [0:1.02]
 plot 'acc_vs_state_selective-copy.dat' index 0 with points pt 7 ps 1.5 lc 1 title "mamba", \
-     'acc_vs_state_selective-copy.dat' index 1 with points pt 7 ps 1.5 lc 2 title "attention", \
-     'acc_vs_state_selective-copy.dat' index 2 with points pt 7 ps 1.5 lc 3 title "linear", \
      0.0714286 with lines dt 2 lc rgb "gray40" title "chance 0.07143"

@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy --set seed=0,1` and `trilemma report runs/selective_copy`.
+# Made by `trilemma sweep experiments/selective_copy.grid --out runs/selective_copy` and `trilemma report runs/selective_copy`.
 # Redraw: cd into this folder and run `gnuplot loss_selective-copy.gp`.
 set terminal png size 900,600
 set termoption noenhanced
@@ -9,8 +9,5 @@ set ylabel "train loss"
 set grid
 set key below spacing 1.2 height 1
 set logscale y
-plot 'loss_selective-copy.dat' index 0 with lines lw 2 lc 1 title "mamba a-init=s4d-real ssm-selective=true lr=0.01 seed=0", \
-     'loss_selective-copy.dat' index 1 with lines lw 2 lc 2 title "mamba a-init=s4d-real ssm-selective=false lr=0.01 seed=0", \
-     'loss_selective-copy.dat' index 2 with lines lw 2 lc 3 title "mamba a-init=hippo-legs ssm-selective=false lr=0.01 seed=0", \
-     'loss_selective-copy.dat' index 3 with lines lw 2 lc 4 title "attention lr=0.003 seed=0", \
-     'loss_selective-copy.dat' index 4 with lines lw 2 lc 5 title "linear lr=0.003 seed=0"
+plot 'loss_selective-copy.dat' index 0 with lines lw 2 lc 1 title "mamba ssm-selective=true lr=0.003 seed=0", \
+     'loss_selective-copy.dat' index 1 with lines lw 2 lc 2 title "mamba ssm-selective=false lr=0.003 seed=0"
