@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/needle_distance.grid --out runs/needle_distance --set seed=0,1` and `trilemma report runs/needle_distance`.
+# Made by `trilemma sweep experiments/needle_distance.grid --out runs/needle_distance` and `trilemma report runs/needle_distance`.
 # Redraw: cd into this folder and run `gnuplot acc_vs_state_needle.gp`.
 set terminal png size 900,600
 set termoption noenhanced
