@@ -15,4 +15,6 @@ plot 'memory_model.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1
      'memory_model.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.00", \
      'memory_model.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
      'memory_model.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^0.99", \
-     'memory_model.dat' index 5 with lines lw 2 dt 2 lc 3 notitle
+     'memory_model.dat' index 5 with lines lw 2 dt 2 lc 3 notitle, \
+     'memory_model.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^1.00", \
+     'memory_model.dat' index 7 with lines lw 2 dt 2 lc 4 notitle
