@@ -78,10 +78,7 @@ Verdict needle_verdict(const TriangleRow& row, const std::vector<const RunRow*>&
         values.push_back({integer_key(*r, "seed"), *far, !near || *near >= kLearnedAcc});
       }
   Verdict v = seeded_verdict(values, kReceptiveFieldAcc, HeldWhen::at_least);
-  if (cell.empty()) {  // e.g. a variant without the needle with distractors
-    v.outcome = Outcome::not_measured, v.note.clear();
-    return v;
-  }
+  if (v.outcome == Outcome::not_measured) return v;  // e.g. a variant without the needle with distractors
   if (const size_t left = v.values.size() - size_t(v.n); left > 0) {
     const std::string below = std::to_string(left) + " of " + std::to_string(v.values.size()) + " seeds below " +
                               number_text(kLearnedAcc, "%g") + " at d=" + std::to_string(*row.nearest_distance);
@@ -106,10 +103,7 @@ Verdict matching_verdict(const TriangleRow& row, const std::vector<const RunRow*
   std::vector<SeedValue> values;
   for (const RunRow* r : cell) values.push_back({integer_key(*r, "seed"), *r->token_acc, true});
   Verdict v = seeded_verdict(values, kPreciseMatchingAcc, HeldWhen::at_least);
-  if (cell.empty()) {  // e.g. a windowed control run on the needle only
-    v.outcome = Outcome::not_measured, v.note.clear();
-    return v;
-  }
+  if (v.outcome == Outcome::not_measured) return v;  // e.g. a windowed control run on the needle only
   std::optional<double> nearest_best;
   if (row.nearest_distance)
     for (const RunRow* r : needle_runs)

@@ -82,6 +82,10 @@ Verdict seeded_verdict(std::vector<SeedValue> values, double threshold, HeldWhen
   v.threshold = threshold;
   v.held_when = held_when;
   v.values = std::move(values);
+  if (v.values.empty()) {  // no runs of the probe: nothing was measured, so nothing disagrees
+    v.outcome = Outcome::not_measured;
+    return v;
+  }
   std::vector<double> counted;
   for (const SeedValue& s : v.values)
     if (s.counted) counted.push_back(s.value);

@@ -56,7 +56,7 @@ struct Verdict {
 
 // The seeded corners' rule: with at least kMinSeeds counted seeds, decided when every counted
 // seed lies on the same side of the threshold, or when the 95% t interval of their mean lies
-// wholly on one side; otherwise undecided. Values are sorted by seed.
+// wholly on one side; otherwise undecided; `not measured` without values. Values are sorted by seed.
 Verdict seeded_verdict(std::vector<SeedValue> values, double threshold, HeldWhen held_when);
 
 // The linear-cost rule: decided when the 95% interval of the fitted exponent lies wholly on one
