@@ -90,6 +90,8 @@ void H5File::fail(const std::string& what, const std::string& path) const {
 H5File::H5File(const std::string& filename, Mode mode) : filename_(filename), mode_(mode) {
   silence_hdf5_once();
   if (mode == Mode::read) {
+    if (const std::string problem = unsafe_to_open(filename); !problem.empty())
+      throw Error("hdf5: " + filename + " is unsupported or corrupt: " + problem);
     file_ = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file_ < 0) {
       std::error_code ec;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <thread>
 #include <vector>
@@ -78,12 +79,24 @@ herr_t read_object(hid_t file, const char* name, const H5O_info_t* info, void*) 
 }
 
 
-bool is_legacy_format(hid_t file) {
-  H5F_info2_t info;
-  return H5Fget_info2(file, &info) < 0 || info.super.version < 2;
+// The version of the superblock HDF5 would open: the first signature at byte 0, 512, 1024, 2048,
+// ... (HDF5's search after a user block); -1 when there is none, and H5Fopen then refuses the file.
+int superblock_version(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  for (std::streamoff at = 0; in; at = at == 0 ? 512 : at * 2) {
+    char head[9] = {};
+    in.clear();
+    in.seekg(at);
+    if (!in.read(head, sizeof head)) return -1;
+    if (std::equal(kSignature, kSignature + 8, head)) return static_cast<unsigned char>(head[8]);
+  }
+  return -1;
 }
 
-std::string read_all_in_child(hid_t file) {
+// Opens and reads the file at `path` whole in a child process: its crash, its hang or an
+// allocation it cannot make (a size read from unchecksummed metadata) never reaches this one.
+std::string read_all_in_child(const std::string& path) {
   const pid_t child = fork();
   if (child < 0) return "";  // cannot check: read it as HDF5 does
   if (child == 0) {
@@ -92,7 +105,8 @@ std::string read_all_in_child(hid_t file) {
     const int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) dup2(devnull, STDERR_FILENO);
     if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
-    H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, read_object, nullptr, H5O_INFO_BASIC);
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file >= 0) H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, read_object, nullptr, H5O_INFO_BASIC);
     _exit(0);  // HDF5's errors are the parent's to report; only a crash or a hang matters here
   }
   // A corrupt file may also make HDF5 loop: 30 s is far beyond reading any checkpoint.
@@ -145,11 +159,18 @@ std::string find_dense_storage(hid_t file, const std::string& path, std::set<had
 
 }  // namespace
 
+std::string unsafe_to_open(const std::string& path) {
+  const int version = superblock_version(path);
+  if (version < 0 || version >= 2) return "";
+  const std::string problem = read_all_in_child(path);
+  return problem.empty() ? "" : problem + "; it is in HDF5's legacy format, which carries no checksums";
+}
+
 std::string unsafe_to_read(int64_t file) {
-  if (is_legacy_format(file)) {
-    const std::string problem = read_all_in_child(file);
-    return problem.empty() ? "" : problem + "; it is in HDF5's legacy format, which carries no checksums";
-  }
+  H5F_info2_t info;
+  if (H5Fget_info2(file, &info) < 0) return "HDF5 cannot read its superblock";
+  // The legacy format was read whole before the open (unsafe_to_open).
+  if (info.super.version < 2) return "";
   std::set<haddr_t> seen;
   return find_dense_storage(file, "/", seen);
 }
