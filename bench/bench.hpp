@@ -38,6 +38,10 @@ struct StepCost {
 };
 // Runs `step` once to warm up (caches, lazily made optimizer state), then `repeats` timed times.
 StepCost measure_step(const std::function<void()>& step, int repeats);
+// The same for several steps, timed in rounds (one run of each step per round), so a burst of
+// load on a shared machine lands on one timing of several steps, where a median drops it, not
+// on every timing of one step.
+std::vector<StepCost> measure_steps_interleaved(const std::vector<std::function<void()>>& steps, int repeats);
 
 // Forward + backward of the mixer `cfg` makes, alone, on x ~ N(0, 1) [B, T, d_model]
 // (bench_mixers.cpp); with the mixer's parameter count and recurrent state per sequence.

@@ -23,18 +23,25 @@ double load_average() {
 }
 
 StepCost measure_step(const std::function<void()>& step, int repeats) {
-  step();
-  std::vector<double> ms;
-  int64_t peak = 0;
-  for (int r = 0; r < repeats; ++r) {
-    const int64_t base = memory_live_bytes();
-    memory_reset_peak();
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    peak = std::max(peak, memory_peak_bytes() - base);
-  }
-  return {median(ms), peak};
+  return measure_steps_interleaved({step}, repeats).front();
+}
+
+std::vector<StepCost> measure_steps_interleaved(const std::vector<std::function<void()>>& steps, int repeats) {
+  for (const auto& step : steps) step();
+  std::vector<std::vector<double>> ms(steps.size());
+  std::vector<int64_t> peak(steps.size(), 0);
+  for (int r = 0; r < repeats; ++r)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const int64_t base = memory_live_bytes();
+      memory_reset_peak();
+      const auto t0 = std::chrono::steady_clock::now();
+      steps[i]();
+      ms[i].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      peak[i] = std::max(peak[i], memory_peak_bytes() - base);
+    }
+  std::vector<StepCost> costs;
+  for (size_t i = 0; i < steps.size(); ++i) costs.push_back({median(ms[i]), peak[i]});
+  return costs;
 }
 
 }  // namespace tri::cli

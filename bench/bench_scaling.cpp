@@ -1,7 +1,8 @@
 // trilemma bench scaling: the book's complexity columns, measured. For each model family and
 // sequence length T, three rows:
 //   model   one training step of a whole LanguageModel on a batch of the induction task
-//           (forward, cross-entropy, backward, clipping, AdamW), and its peak extra memory;
+//           (forward, cross-entropy, backward, clipping, AdamW), and its peak extra memory; the
+//           lengths are timed in interleaved rounds;
 //   mixer   forward + backward of one mixer alone (bench mixers' measure_mixer);
 //   decode  the time per generated token once the recurrent state holds T tokens (KV cache,
 //           (S, z), (conv state, h)), one sequence, fed token by token through step().
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "bench/bench.hpp"
@@ -74,19 +76,28 @@ Batch task_batch(int64_t T, int64_t rows) {
   return make_batch(task, stream_seed(0, "train"), 0, rows);
 }
 
-StepCost model_step_cost(const ModelConfig& cfg, const Settings& s, int64_t T) {
-  LanguageModel model(cfg, 1);
-  const std::vector<Parameter> params = model.parameters();
-  AdamW opt(params);
-  const Batch batch = task_batch(T, s.batch);
-  return measure_step(
-      [&] {
-        backward(model.loss(batch.inputs, batch.targets));
-        clip_grad_norm(params, 1.0);
-        opt.step();
-        opt.zero_grad();
-      },
-      s.repeats);
+// One training step of cfg at each of the lengths, timed interleaved (measure_steps_interleaved):
+// the fitted exponent compares the lengths, so they share the machine's bursts of load.
+std::vector<StepCost> model_step_costs(const ModelConfig& cfg, const Settings& s) {
+  struct Case {
+    LanguageModel model;
+    std::vector<Parameter> params;
+    AdamW opt;
+    Batch batch;
+    Case(const ModelConfig& cfg, const Batch& b) : model(cfg, 1), params(model.parameters()), opt(params), batch(b) {}
+  };
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<std::function<void()>> steps;
+  for (int64_t T : s.lens) {
+    cases.push_back(std::make_unique<Case>(cfg, task_batch(T, s.batch)));
+    steps.push_back([c = cases.back().get()] {
+      backward(c->model.loss(c->batch.inputs, c->batch.targets));
+      clip_grad_norm(c->params, 1.0);
+      c->opt.step();
+      c->opt.zero_grad();
+    });
+  }
+  return measure_steps_interleaved(steps, s.repeats);
 }
 
 // One pass of a single sequence through step(): fed the task's tokens up to each T (ascending),
@@ -206,9 +217,11 @@ int scaling_rows(const po::variables_map& vm, bool decode_only) {
   for (const ModelConfig& cfg : configs) {
     LanguageModel decoder(cfg, 1);
     const int64_t window = window_of(cfg);
-    for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
-      const StepCost c = model_step_cost(cfg, s, T);
-      report({cfg.family, "model", cfg.pos, window, T, s.batch, c.ms, c.peak_bytes, decoder.state_bytes(T), s.repeats});
+    if (!decode_only) {
+      const std::vector<StepCost> costs = model_step_costs(cfg, s);
+      for (size_t i = 0; i < s.lens.size(); ++i)
+        report({cfg.family, "model", cfg.pos, window, s.lens[i], s.batch, costs[i].ms, costs[i].peak_bytes,
+                decoder.state_bytes(s.lens[i]), s.repeats});
     }
     for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
       const MixerCost m = measure_mixer(cfg, s.batch, T, s.repeats);
