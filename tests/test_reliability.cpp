@@ -133,6 +133,22 @@ TEST_CASE("reliability: SIGKILL at 10 random moments, resumed each time, gives t
   if (!fs::exists(dir / "last.h5")) fs::remove_all(dir);
   REQUIRE(run(finish).code == 0);
   CHECK(json_value(dir / "summary.json", "params_fnv1a") == want);
+  CHECK(temporaries_in(dir) == 0);  // the kills' half-written files are gone
+}
+
+TEST_CASE("reliability: a resumed run removes the temporaries of killed writers, not a live one's") {
+  const fs::path dir = scratch("dead_temporaries");
+  REQUIRE(run(train("linear", dir, " --steps 4 --eval-every 4")).code == 0);
+  const pid_t gone = fork();  // a pid that no longer runs
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string dead = ".tmp." + std::to_string(gone), live = ".tmp." + std::to_string(getpid());
+  for (const std::string& name : {"last.h5" + dead, "summary.json" + dead, "dump.h5" + live})
+    std::ofstream(dir / name) << "half";
+  REQUIRE(run("train --resume '" + dir.string() + "' --steps 6 --progress none --threads 1").code == 0);
+  CHECK(!fs::exists(dir / ("last.h5" + dead)));
+  CHECK(!fs::exists(dir / ("summary.json" + dead)));
+  CHECK(fs::exists(dir / ("dump.h5" + live)));  // its writer still runs
 }
 
 TEST_CASE("reliability: a second process on a run folder is refused while the first runs") {

@@ -1,6 +1,7 @@
 #include "train/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -62,6 +63,31 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (std::fclose(f) != 0 || !ok) throw Error("cannot write " + tmp + ": " + std::strerror(errno));
   });
+}
+
+namespace {
+
+// The pid of a `<name>.tmp.<pid>` file name, 0 when the name is not one.
+pid_t temporary_owner(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return 0;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return pid_t(std::stol(digits));
+}
+
+}  // namespace
+
+int remove_dead_temporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const pid_t pid = temporary_owner(e.path().filename().string());
+    if (pid <= 0 || pid == ::getpid() || !e.is_regular_file(ec)) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge (EPERM)
+    removed += fs::remove(e.path(), ec) ? 1 : 0;
+  }
+  return removed;
 }
 
 }  // namespace tri

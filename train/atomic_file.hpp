@@ -14,4 +14,10 @@ void write_atomically(const std::string& path, const std::function<void(const st
 // The same for a text file.
 void write_text_atomically(const std::string& path, const std::string& text);
 
+// Removes the temporaries that killed writers left in `dir` (SIGKILL, a power cut: no code of
+// theirs ran): `<name>.tmp.<pid>` files of `dir` itself whose pid no longer runs. Call it while
+// holding the folder's lock, so that no writer of the folder's own files is alive; the pid check
+// spares a live process that writes a file of its own there. Returns how many it removed.
+int remove_dead_temporaries(const std::string& dir);
+
 }  // namespace tri

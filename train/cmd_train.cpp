@@ -182,6 +182,7 @@ int run_train(const po::variables_map& vm) {
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the run folder " + dir + ": " + ec.message());
   if (!lock) lock.emplace(dir, ".lock", "run folder");
+  remove_dead_temporaries(dir);  // a killed run's half-written files
   TextMap text;
   write_text(config, text);
   write_text_atomically(dir + "/config.ini", config_file_text(text));
