@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/induction_extrapolation.grid --out runs/induction_extrapolation --set seed=0` and `trilemma report runs/induction_extrapolation`.
+# Made by `trilemma sweep experiments/induction_extrapolation.grid --out runs/induction_extrapolation` and `trilemma report runs/induction_extrapolation`.
 # Redraw: cd into this folder and run `gnuplot acc_vs_state_induction.gp`.
 set terminal png size 900,600
 set termoption noenhanced
@@ -11,6 +11,5 @@ set key below spacing 1.2 height 1
 set logscale x
 set yrange [0:1.02]
 plot 'acc_vs_state_induction.dat' index 0 with points pt 7 ps 1.5 lc 1 title "attention", \
-     'acc_vs_state_induction.dat' index 1 with points pt 7 ps 1.5 lc 2 title "linear", \
-     'acc_vs_state_induction.dat' index 2 with points pt 7 ps 1.5 lc 3 title "mamba", \
+     'acc_vs_state_induction.dat' index 1 with points pt 7 ps 1.5 lc 2 title "mamba", \
      0.0666667 with lines dt 2 lc rgb "gray40" title "chance 0.06667"
