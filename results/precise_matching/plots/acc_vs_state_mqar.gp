@@ -1,4 +1,4 @@
-# Made by `trilemma sweep experiments/precise_matching.grid --out runs/precise_matching --set seed=0` and `trilemma report runs/precise_matching`.
+# Made by `trilemma sweep experiments/precise_matching.grid --out runs/precise_matching` and `trilemma report runs/precise_matching`.
 # Redraw: cd into this folder and run `gnuplot acc_vs_state_mqar.gp`.
 set terminal png size 900,600
 set termoption noenhanced
