@@ -1,20 +1,23 @@
-// The benchmarks `trilemma bench <name>` runs (train/cmd_bench.cpp has the table and options),
+// The benchmarks `trilemma bench <name>` runs (cli/cmd_bench.cpp has the table and options),
 // and what they share. Performance measurements, not tests: the suite never runs them at full
 // size.
 #pragma once
-#include "framework/stats.hpp"  // median
+#include "framework/core/stats.hpp"  // median
+#include "framework/core/tensor.hpp"
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "train/cli.hpp"
+#include <boost/program_options.hpp>
 
 namespace tri {
 struct ModelConfig;
 }
 
-namespace tri::cli {
+namespace tri::bench {
+
+namespace po = boost::program_options;
 
 // A list option of sizes (integers 1..16384, comma-separated); UsageError naming it otherwise.
 // `fallback` is the benchmark's own default, for options whose default differs per benchmark.
@@ -58,4 +61,4 @@ int bench_scaling(const po::variables_map& vm);
 int bench_train(const po::variables_map& vm);
 int bench_decode(const po::variables_map& vm);
 
-}  // namespace tri::cli
+}  // namespace tri::bench

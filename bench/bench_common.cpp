@@ -3,9 +3,9 @@
 #include <cstdlib>
 
 #include "bench/bench.hpp"
-#include "framework/options.hpp"
+#include "framework/config/options.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
 
 std::vector<int64_t> bench_sizes(const po::variables_map& vm, const std::string& option,
                                  const std::string& fallback) {
@@ -44,4 +44,4 @@ std::vector<StepCost> measure_steps_interleaved(const std::vector<std::function<
   return costs;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -6,7 +6,7 @@
 #include "data/tasks.hpp"
 #include "bench/bench.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
 
 int bench_data(const po::variables_map& vm) {
   const int64_t B = 64;
@@ -31,4 +31,4 @@ int bench_data(const po::variables_map& vm) {
   return 0;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "bench/bench.hpp"
-#include "framework/ops.hpp"
-#include "framework/rng.hpp"
-#include "framework/runtime.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/core/rng.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
+
+using namespace tri::train;
 
 namespace {
 
@@ -189,4 +191,4 @@ int bench_gemm(const po::variables_map& vm) {
   return 0;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -3,16 +3,18 @@
 // Peak memory: StepCost (bench.hpp). measure_mixer, the mixer alone, is shared with `bench scaling`.
 #include <cstdio>
 
-#include "framework/attention.hpp"
-#include "framework/autograd.hpp"
-#include "framework/init.hpp"
-#include "framework/ops.hpp"
-#include "framework/runtime.hpp"
+#include "framework/kernels/attention.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "bench/bench.hpp"
 #include "models/family.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
+
+using namespace tri::train;
 
 namespace {
 
@@ -105,4 +107,4 @@ int bench_mixers(const po::variables_map& vm) {
   return 0;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -19,18 +19,20 @@
 
 #include "bench/bench.hpp"
 #include "data/tasks.hpp"
-#include "framework/argmax.hpp"
-#include "framework/autograd.hpp"
-#include "framework/optim.hpp"
-#include "framework/runtime.hpp"
+#include "framework/core/argmax.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/optim/optim.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "models/attention.hpp"
 #include "models/family.hpp"
 #include "models/layers.hpp"
 #include "models/lm.hpp"
-#include "train/atomic_file.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
+
+using namespace tri::train;
 
 namespace {
 
@@ -245,4 +247,4 @@ int scaling_rows(const po::variables_map& vm, bool decode_only) {
 int bench_scaling(const po::variables_map& vm) { return scaling_rows(vm, false); }
 int bench_decode(const po::variables_map& vm) { return scaling_rows(vm, true); }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -15,18 +15,21 @@
 
 #include "bench/bench.hpp"
 #include "data/tasks.hpp"
-#include "framework/autograd.hpp"
-#include "framework/ops.hpp"
-#include "framework/profile.hpp"
-#include "framework/rng.hpp"
-#include "framework/runtime.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/runtime/process.hpp"
+#include "framework/runtime/profile.hpp"
+#include "framework/core/rng.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "models/family.hpp"
 #include "models/layers.hpp"
 #include "models/lm.hpp"
 #include "train/run_config.hpp"
 #include "train/trainer.hpp"
 
-namespace tri::cli {
+namespace tri::bench {
+
+using namespace tri::train;
 
 namespace {
 
@@ -188,34 +191,13 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
 
 // Runs `args` as a child of /proc/self/exe and returns its stdout; throws on a non-zero exit.
 std::string run_child(const std::vector<std::string>& args, const std::string& label) {
-  int fd[2];
-  if (pipe(fd) != 0) throw Error(std::string("bench train: pipe: ") + std::strerror(errno));
-  std::fflush(stdout);
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("bench train: fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(fd[1], STDOUT_FILENO);
-    close(fd[0]);
-    close(fd[1]);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  close(fd[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) out.append(buf, size_t(n));
-  close(fd[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw Error("bench train: the row '" + label + "' failed (" +
-                (WIFEXITED(status) ? "exit code " + std::to_string(WEXITSTATUS(status))
-                                   : "signal " + std::to_string(WTERMSIG(status))) + ")");
+  process::Launch l;
+  l.argv = args;
+  l.capture_stdout = true;
+  const process::Child child = process::launch(l);
+  const std::string out = process::read_all(child.stdout_fd);
+  const process::Exit e = process::wait_for(child.pid);
+  if (!e.ok()) throw Error("bench train: the row '" + label + "' failed (" + e.text() + ")");
   return out;
 }
 
@@ -269,4 +251,4 @@ int bench_train(const po::variables_map& vm) {
   return 0;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::bench

@@ -8,7 +8,7 @@ Attention (causal softmax, 1/sqrt(dh) scale):
   blocked   as qkv, but query blocks of 512 rows only meet the keys up to their block's end:
             about half the score FLOPs, exp and memory at long T.
 Linear attention (Katharopoulos et al., phi = elu + 1; out = (phi(q) S) / (phi(q) z + eps),
-eps = 1e-6 as framework/linear_attention.hpp):
+eps = 1e-6 as framework/kernels/linear_attention.hpp):
   quadratic the masked kernel matrix (the reference's form) after one fused qkv GEMM.
   chunked   chunks of 64 steps: inside a chunk the masked quadratic form, across chunks the
             running state S = sum k^T v (and z = sum k) as an exclusive cumsum of per-chunk sums.

@@ -195,6 +195,24 @@ def machine(a):
     return info.strip(), tuned, plain
 
 
+HAND_WRITTEN = "<!-- the sections below are written by hand; bench/benchmarks.sh keeps them -->"
+
+
+def kept_sections(path):
+    """The parts of an existing BENCHMARKS.md that this script does not measure: the text before
+    its first generated section, and everything from the HAND_WRITTEN marker on."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ["# Benchmarks", ""], []
+    start = text.find("## Training throughput against PyTorch")
+    head = text[:start].rstrip("\n").split("\n") + [""] if start > 0 else ["# Benchmarks", ""]
+    mark = text.find(HAND_WRITTEN)
+    tail = text[mark:].rstrip("\n").split("\n") + [""] if mark >= 0 else []
+    return head, tail
+
+
 def report(a, rows, argv):
     info, tuned, plain = machine(a)
     cmds = []
@@ -204,8 +222,8 @@ def report(a, rows, argv):
                      "  " + " ".join(f"{k}={v}" for k, v in tuned_env(a.threads).items() if k in TUNING_VARS)
                      + " " + shlex.join(torch_cmd(a, config, model, "tuned")),
                      "  " + shlex.join(torch_cmd(a, config, model, "plain"))]
-    md = ["# Benchmarks", "",
-          "## Training throughput against PyTorch", "",
+    head, tail = kept_sections(a.out_md)
+    md = head + ["## Training throughput against PyTorch", "",
           f"Median milliseconds per training step (forward, backward, clipping, AdamW) over {a.steps} "
           f"steps after {WARMUP} warm-up steps, each cell in its own process, {a.rounds} rounds "
           "alternating trilemma / tuned torch / plain torch (order rotated per round); each entry is "
@@ -233,6 +251,7 @@ def report(a, rows, argv):
     for extra in a.append or []:
         with open(extra) as f:
             md += [f.read().rstrip(), ""]
+    md += tail
     tmp = a.out_md + ".tmp"
     with open(tmp, "w") as f:
         f.write("\n".join(md))

@@ -1,4 +1,4 @@
-// Metrics over scored positions (specs/TASKS.md): token_acc, seq_acc and loss over the scored
+// Metrics over scored positions (docs/TASKS.md): token_acc, seq_acc and loss over the scored
 // positions of a Batch. The tasks' own metrics (needle per distance, copy gen_acc) are their
 // TaskOptions::extra_scores.
 #pragma once
@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "data/tasks.hpp"
-#include "framework/argmax.hpp"
-#include "framework/ops.hpp"
+#include "framework/core/argmax.hpp"
+#include "framework/ops/ops.hpp"
 
 namespace tri {
 

@@ -1,4 +1,4 @@
-// copy: long-range copy (Jelassi et al. 2024, "Repeat After Me"; specs/TASKS.md).
+// copy: long-range copy (Jelassi et al. 2024, "Repeat After Me"; docs/TASKS.md).
 //   BOS s SEP s EOS PAD...; symbols 0..A-1, BOS = A, SEP = A+1, EOS = A+2, PAD = A+3.
 //   |s| ~ U[min_len, max_len]. Scored: t = |s|+1 .. 2|s|+1 (targets: the copied string, then
 //   EOS). Extra metric gen_acc: the answer produced by greedy decoding, not teacher forcing.

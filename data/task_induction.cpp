@@ -1,4 +1,4 @@
-// induction: induction heads (Mamba §4.1.2, Table 2/11; Olsson et al. 2022; specs/TASKS.md).
+// induction: induction heads (Mamba §4.1.2, Table 2/11; Olsson et al. 2022; docs/TASKS.md).
 //   Content tokens 1..V-1 at 0..T-2, with the pair (trigger 0, x) at p, p+1 < T-2; the last
 //   input is the trigger. Scored: t = T-1, target x.
 #include "data/tasks.hpp"

@@ -1,4 +1,4 @@
-// mqar: multi-query associative recall (Arora et al. 2023, Zoology; specs/TASKS.md).
+// mqar: multi-query associative recall (Arora et al. 2023, Zoology; docs/TASKS.md).
 //   k1 v1 .. kK vK, then the query region (zeros, or uniform tokens with random_fillers). Keys
 //   from [1, V/2), values from [V/2, V), distinct within a row. Gaps g are drawn without
 //   replacement from p(i) ~ i^(a-1), i = 1..(T-2K)/2; key j is queried at 2K + 2*(g_j - 1)

@@ -1,4 +1,4 @@
-// needle: a key-value pair at a chosen distance from the query (specs/TASKS.md).
+// needle: a key-value pair at a chosen distance from the query (docs/TASKS.md).
 //   Fillers from [1, V/4), one key from [V/4, V/2) at T-2-d and its value from [V/2, V) right
 //   after it; the last input is the key. Scored: t = T-1, target the value. Row i of a batch
 //   uses distance distances[i % count]; extra metrics: the accuracy per distance (acc@d).
@@ -7,7 +7,7 @@
 #include <map>
 
 #include "data/tasks.hpp"
-#include "framework/argmax.hpp"
+#include "framework/core/argmax.hpp"
 
 namespace tri {
 

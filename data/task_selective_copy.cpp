@@ -1,4 +1,4 @@
-// selective-copy (Gu & Dao 2023, Mamba §4.1.1, Table 1; specs/TASKS.md).
+// selective-copy (Gu & Dao 2023, Mamba §4.1.1, Table 1; docs/TASKS.md).
 //   Noise 0 with M data tokens (1..A-2) at sorted distinct positions among the first T-M slots,
 //   then M markers A-1. Scored: the markers, targets the data tokens in order.
 #include "data/tasks.hpp"

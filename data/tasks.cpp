@@ -3,7 +3,7 @@
 
 #include <typeinfo>
 
-#include "framework/registry.hpp"
+#include "framework/config/registry.hpp"
 
 namespace tri {
 

@@ -1,4 +1,4 @@
-// The synthetic recall tasks of specs/TASKS.md and their registry. A row is (inputs, next-token
+// The synthetic recall tasks of docs/TASKS.md and their registry. A row is (inputs, next-token
 // targets, loss mask) of length seq_len. Every row is a pure function of (stream seed, batch
 // index, row) drawn with tri::Rng only, so a stream can resume at any batch, evaluation can take
 // any slice, and the same seed gives the same bits on every machine.
@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "framework/ops.hpp"
-#include "framework/options.hpp"
-#include "framework/rng.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/config/options.hpp"
+#include "framework/core/rng.hpp"
 
 namespace tri {
 

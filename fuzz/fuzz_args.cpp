@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "fuzz/fuzz_input.hpp"
-#include "train/arg_parsers.hpp"
+#include "cli/arg_parsers.hpp"
 
 namespace {
 
@@ -40,7 +40,7 @@ void prompt(const std::string& text) {
 }
 
 void shard(const std::string& text) {
-  const tri::cli::Shard s = tri::cli::parse_shard(text);
+  const tri::sweep::Shard s = tri::cli::parse_shard(text);
   if (s.count < 1 || s.index < 1 || s.index > s.count) finding("an impossible shard accepted", text);
 }
 

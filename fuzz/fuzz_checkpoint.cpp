@@ -10,15 +10,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tri::fuzz::single_threaded();
   const std::string& path = tri::fuzz::write_input(data, size, ".h5");
-  tri::fuzz::expect_clean([&] { tri::read_checkpoint_meta(path); });
+  tri::fuzz::expect_clean([&] { tri::train::read_checkpoint_meta(path); });
   tri::fuzz::expect_clean([&] {
-    tri::cli::LoadedModel m = tri::cli::load_model(path);
+    tri::train::LoadedModel m = tri::train::load_model(path);
     std::unique_ptr<tri::Optimizer> opt;
     {
-      const tri::CheckpointSizeLimit limit(path);
-      opt = tri::cli::make_optimizer(m.config.optimizer, *m.model);
+      const tri::train::CheckpointSizeLimit limit(path);
+      opt = tri::train::make_optimizer(m.config.optimizer, *m.model);
     }
-    tri::read_checkpoint(path, *m.model, opt.get());
+    tri::train::read_checkpoint(path, *m.model, opt.get());
   });
   return 0;
 }

@@ -2,7 +2,7 @@
 // options and their notifiers, then the typed config (every field parsed, resolved and
 // validated), as a new run builds it before touching any file.
 #include "fuzz/fuzz_input.hpp"
-#include "train/cli.hpp"
+#include "cli/cli.hpp"
 #include "train/run_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "framework/runtime.hpp"
-#include "framework/tensor.hpp"
+#include "framework/runtime/runtime.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace tri::fuzz {
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "framework/attention.hpp"
-#include "framework/autograd.hpp"
-#include "framework/positions.hpp"
+#include "framework/kernels/attention.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/ops/positions.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
 

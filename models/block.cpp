@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "models/family.hpp"
 
 namespace tri {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/options.hpp"
-#include "framework/tensor.hpp"
+#include "framework/config/options.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace tri {
 

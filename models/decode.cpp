@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "framework/argmax.hpp"
+#include "framework/core/argmax.hpp"
 
 namespace tri {
 

@@ -1,6 +1,6 @@
 #include "models/family.hpp"
 
-#include "framework/registry.hpp"
+#include "framework/config/registry.hpp"
 
 namespace tri {
 

@@ -9,7 +9,7 @@
 #include <typeindex>
 #include <vector>
 
-#include "framework/rng.hpp"
+#include "framework/core/rng.hpp"
 #include "models/config.hpp"
 #include "models/layers.hpp"
 #include "models/mixer.hpp"

@@ -1,6 +1,6 @@
 #include "layers.hpp"
 
-#include "framework/init.hpp"
+#include "framework/core/init.hpp"
 
 namespace tri {
 

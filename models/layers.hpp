@@ -4,9 +4,9 @@
 #pragma once
 #include <cstdint>
 
-#include "framework/module.hpp"
-#include "framework/ops.hpp"
-#include "framework/rng.hpp"
+#include "framework/core/module.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/core/rng.hpp"
 #include "models/config.hpp"
 #include "models/mixer.hpp"
 

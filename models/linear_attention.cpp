@@ -1,8 +1,8 @@
 #include "linear_attention.hpp"
 
-#include "framework/autograd.hpp"
-#include "framework/linear_attention.hpp"
-#include "framework/positions.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/kernels/linear_attention.hpp"
+#include "framework/ops/positions.hpp"
 #include "models/family.hpp"
 
 namespace tri {

@@ -10,7 +10,7 @@
 //   output                  out_proj(merge_heads(V'))
 // Recurrent form (eqs. 18-20): the state (S [B, H, Dh, Dh], Z [B, H, Dh]), constant in T.
 #pragma once
-#include "framework/linear_attention.hpp"
+#include "framework/kernels/linear_attention.hpp"
 #include "models/layers.hpp"
 
 namespace tri {

@@ -1,8 +1,8 @@
 #include "lm.hpp"
 
-#include "framework/positions.hpp"
-#include "framework/autograd.hpp"
-#include "framework/init.hpp"
+#include "framework/ops/positions.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
 #include "models/family.hpp"
 
 namespace tri {

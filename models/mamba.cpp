@@ -3,11 +3,11 @@
 #include <cmath>
 #include <string>
 
-#include "framework/autograd.hpp"
-#include "framework/init.hpp"
-#include "framework/ops.hpp"
-#include "framework/selective_scan.hpp"
-#include "framework/ssm_dense.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/kernels/selective_scan.hpp"
+#include "framework/kernels/ssm_dense.hpp"
 #include "models/family.hpp"
 
 namespace tri {

@@ -57,7 +57,7 @@
 #pragma once
 #include <memory>
 
-#include "framework/rng.hpp"
+#include "framework/core/rng.hpp"
 #include "models/config.hpp"
 #include "models/mixer.hpp"
 

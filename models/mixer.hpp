@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "framework/module.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/module.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace tri {
 

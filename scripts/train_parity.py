@@ -20,7 +20,7 @@ float32 runs start from the same weights and are amplified by the same dynamics,
 their drifts is set by the ratio of their per-step rounding errors, which stays roughly constant
 along the run.
 The per-op and whole-model parity suites measure trilemma's per-step errors within a few times
-torch's own float32 error (tests/README.md); 10x leaves room for that while still failing on any
+torch's own float32 error (docs/TESTING.md); 10x leaves room for that while still failing on any
 real difference: one wrong weight-decay group, a schedule off by one step or a clipping
 difference moves the loss by far more than float32 rounding does (--self-check shows it: a
 schedule one step late and weight decay on every parameter each exceed the bound 100x or more).
@@ -93,7 +93,7 @@ def trilemma(binary, args):
 
 
 def lr_at(step, h):
-    """framework/optim_schedule.cpp's LrSchedule::lr_at (README "Optimizers")."""
+    """framework/optim/optim_schedule.cpp's LrSchedule::lr_at (docs/ARCHITECTURE.md, "Optimizers")."""
     warmup, total = min(h["warmup"], h["steps"]), h["steps"]
     if step < warmup:
         return h["lr"] * (step + 1) / warmup
@@ -196,7 +196,7 @@ def check_family(family, a, work):
     run_dir = os.path.join(work, family)
     common = ["--threads", str(a.threads), "--progress", "none"]
     # A step-0 pause writes the initial weights to last.h5; resuming completes the run exactly
-    # as an uninterrupted one (README "Training runs"; tested in test_train_cli).
+    # as an uninterrupted one (docs/USAGE.md, "Training runs"; tested in test_train_cli).
     trilemma(a.trilemma, ["train", "--model", family] + TASK + MODEL + [
         "--batch", str(BATCH), "--steps", str(a.steps), "--lr", str(LR), "--warmup", str(max(1, a.steps // 10)),
         "--min-lr", str(LR / 10), "--log-every", "1", "--eval-every", str(a.steps), "--eval-batches", "1",

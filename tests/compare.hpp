@@ -1,5 +1,5 @@
 // Comparisons shared by the test suites, and where the parity suites read torch's references.
-// tests/README.md lists every tolerance the suites apply with these functions.
+// docs/TESTING.md lists every tolerance the suites apply with these functions.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/options.hpp"
-#include "framework/rng.hpp"
-#include "framework/tensor.hpp"
+#include "framework/config/options.hpp"
+#include "framework/core/rng.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace trilemma_test {
 

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "framework/runtime.hpp"
-#include "framework/tensor.hpp"
+#include "framework/runtime/runtime.hpp"
+#include "framework/core/tensor.hpp"
 
 int main(int argc, char** argv) {
   if (const char* gemm = std::getenv("TRILEMMA_TEST_GEMM"); gemm && *gemm) {

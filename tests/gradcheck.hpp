@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
-#include "framework/ops.hpp"
-#include "framework/rng.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/core/rng.hpp"
 
 namespace tri::gradcheck {
 

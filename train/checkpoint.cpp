@@ -5,11 +5,11 @@
 #include <memory>
 #include <set>
 
-#include "framework/h5.hpp"
-#include "framework/state_io.hpp"
-#include "train/atomic_file.hpp"
+#include "framework/io/h5.hpp"
+#include "framework/io/state_io.hpp"
+#include "framework/io/atomic_file.hpp"
 
-namespace tri {
+namespace tri::train {
 
 namespace fs = std::filesystem;
 
@@ -227,4 +227,4 @@ CheckpointData read_checkpoint(const std::string& path, Module& model, Optimizer
   return d;
 }
 
-}  // namespace tri
+}  // namespace tri::train

@@ -1,8 +1,8 @@
 // Checkpoints: one HDF5 file with everything needed to resume training bit for bit, in the
-// layout of specs/CHECKPOINT.md:
+// layout of docs/CHECKPOINT.md:
 //   /                     attrs format="trilemma-checkpoint", format_version=1, step, tokens_seen
 //   /config               attrs: every resolved config value as text, under its CLI name
-//   /model/<name>         float32 parameters, PyTorch names and shapes (framework/state_io.hpp)
+//   /model/<name>         float32 parameters, PyTorch names and shapes (framework/io/state_io.hpp)
 //   /optimizer            attrs name, step and the hyper-parameters
 //   /optimizer/<slot>/<name>   slot tensors (AdamW: exp_avg, exp_avg_sq), each with an int
 //                         attribute `step`: the parameter's own update count
@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/module.hpp"
-#include "framework/optim.hpp"
+#include "framework/core/module.hpp"
+#include "framework/optim/optim.hpp"
 
-namespace tri {
+namespace tri::train {
 
 constexpr int64_t kCheckpointFormatVersion = 1;
 
@@ -39,7 +39,7 @@ struct CheckpointData {
   std::map<std::string, double> run;
 };
 
-// Writes `path` atomically (train/atomic_file.hpp): on failure any existing `path` is left
+// Writes `path` atomically (framework/io/atomic_file.hpp): on failure any existing `path` is left
 // untouched, no temporary file remains and an Error naming `path` is thrown. `meta.config` and
 // `meta.rng` must not be empty (a checkpoint without them cannot be resumed).
 void write_checkpoint(const std::string& path, const Module& model, const Optimizer& opt,
@@ -66,4 +66,4 @@ struct CheckpointSizeLimit : TensorMemoryLimit {
   CheckpointSizeLimit(const std::string& path, int64_t file_bytes);
 };
 
-}  // namespace tri
+}  // namespace tri::train

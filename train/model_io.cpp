@@ -2,7 +2,7 @@
 
 #include "models/decode.hpp"
 
-namespace tri::cli {
+namespace tri::train {
 
 LoadedModel load_model(const std::string& checkpoint) {
   LoadedModel m;
@@ -27,4 +27,4 @@ GreedyDecoder greedy_decoder(LanguageModel& m) {
   };
 }
 
-}  // namespace tri::cli
+}  // namespace tri::train

@@ -9,7 +9,7 @@
 #include "train/checkpoint.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::train {
 
 struct LoadedModel {
   RunConfig config;  // the run's config, as saved
@@ -24,4 +24,4 @@ LoadedModel load_model(const std::string& checkpoint);
 // generated answers.
 GreedyDecoder greedy_decoder(LanguageModel& m);
 
-}  // namespace tri::cli
+}  // namespace tri::train

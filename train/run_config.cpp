@@ -1,8 +1,11 @@
 #include "train/run_config.hpp"
 
-#include "framework/runtime.hpp"
+#include <algorithm>
 
-namespace tri::cli {
+#include "framework/runtime/runtime.hpp"
+#include "models/family.hpp"
+
+namespace tri::train {
 
 namespace {
 constexpr int64_t kBig = int64_t(1) << 40;
@@ -167,4 +170,17 @@ Json config_json(const Options& o) {
   return j;
 }
 
-}  // namespace tri::cli
+std::vector<std::string> owners_of(const std::string& key) {
+  std::vector<std::string> owners;
+  auto has = [&](const Options& o) {
+    const std::vector<std::string> keys = field_keys(o);
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  for (const FamilySpec* f : families())
+    if (has(*f->options())) owners.push_back(f->name);
+  for (const TaskSpec* t : tasks())
+    if (has(*t->options())) owners.push_back(t->name);
+  return owners;
+}
+
+}  // namespace tri::train

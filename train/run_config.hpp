@@ -10,10 +10,10 @@
 #include <string>
 
 #include "data/tasks.hpp"
-#include "framework/options.hpp"
+#include "framework/config/options.hpp"
 #include "models/config.hpp"
 
-namespace tri::cli {
+namespace tri::train {
 
 using Json = nlohmann::ordered_json;
 
@@ -91,10 +91,13 @@ struct RunConfig : Options {
   void validate() const;
 };
 
+// The families and tasks that declare option `key` (empty for a shared option or an unknown key).
+std::vector<std::string> owners_of(const std::string& key);
+
 // `key = value` lines, sorted, as --config reads them (config.ini).
 std::string config_file_text(const TextMap& text);
 
 // Every field as typed JSON (integers, numbers, booleans, strings, lists) under its key.
 Json config_json(const Options& o);
 
-}  // namespace tri::cli
+}  // namespace tri::train

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "framework/options.hpp"
-#include "train/atomic_file.hpp"
+#include "framework/config/options.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::train {
 
 namespace {
 
@@ -168,4 +168,4 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-}  // namespace tri::cli
+}  // namespace tri::train

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-namespace tri::cli {
+namespace tri::train {
 
 // One row. Training rows fill every field; evaluation rows leave the training-only ones NaN
 // (written as null in JSON, empty in CSV). Floats are written exactly (shortest round-trip).
@@ -60,4 +60,4 @@ class Progress {
   void draw(const MetricsRow& row);
 };
 
-}  // namespace tri::cli
+}  // namespace tri::train

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "data/evaluate.hpp"
-#include "framework/optim.hpp"
+#include "framework/optim/optim.hpp"
 #include "models/lm.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_config.hpp"
 
-namespace tri::cli {
+namespace tri::train {
 
 // The run's optimizer over the model's parameters (AdamW or SGD, with its decay groups).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model);
@@ -44,7 +44,7 @@ class Trainer {
   // 0, or 128 + the signal number after an interruption.
   int run(int64_t stop_at);
   // --profile: time per op kind over the steps after the first kProfileWarmup of this
-  // invocation, printed at the end (framework/profile.hpp).
+  // invocation, printed at the end (framework/runtime/profile.hpp).
   void set_profile(bool on) { profile_ = on; }
   static constexpr int64_t kProfileWarmup = 2;
 
@@ -77,6 +77,19 @@ class Trainer {
   std::vector<double> interval_ms_;     // ms per step of each logged interval
   std::vector<EvalResult> length_evals_;  // at --eval-lengths, once the run is complete
 
+  // The steps of run(): one invocation's loop state, one step's forward and backward, then
+  // the update or the non-finite policy, the log, the evaluation, the checkpoint, the end.
+  struct Loop;
+  struct StepResult;
+  void begin_loop(Loop& loop);
+  StepResult forward_backward(Loop& loop);
+  void update(double lr);
+  void skip_nonfinite_step(Loop& loop, const StepResult& r);
+  void log_step(Loop& loop, const StepResult& r);
+  bool evaluate_if_due(Loop& loop);
+  void checkpoint_if_due(const Loop& loop, bool write_best);
+  int finish(Loop& loop);
+
   double elapsed() const;
   EvalSettings eval_settings(const std::string& split) const;  // "valid" or "eval": batches, rows, seed
   EvalResult evaluate(const std::string& split);
@@ -86,6 +99,7 @@ class Trainer {
   void save_best_checkpoint();  // best.h5 (a copy of last.h5 when that holds this step)
   void copy_last_checkpoint(const std::string& path) const;
   void write_summary(const std::string& status) const;
+  std::string params_hash() const;  // params_fnv1a as 16 hex digits (summary.json, the closing lines)
 };
 
-}  // namespace tri::cli
+}  // namespace tri::train

@@ -1,4 +1,4 @@
-"""PyTorch references for framework/attention.hpp: writes <outdir>/attention.h5.
+"""PyTorch references for framework/kernels/attention.hpp: writes <outdir>/attention.h5.
 
 Softmax attention is written out explicitly, softmax(Q K^T * scale + alibi_bias + causal_mask) V
 in float32 (torch 1.13 has no F.scaled_dot_product_attention), with ALiBi's slopes from the

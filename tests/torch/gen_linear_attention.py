@@ -1,6 +1,6 @@
 """PyTorch references for causal linear attention: writes <outdir>/linear_attention.h5.
 
-Layout as in framework/linear_attention.hpp: q, k [B, T, H, Dk], v [B, T, H, Dv];
+Layout as in framework/kernels/linear_attention.hpp: q, k [B, T, H, Dk], v [B, T, H, Dv];
   out_t = (qn_t^T sum_{s<=t} kn_s v_s^T) / (qd_t . sum_{s<=t} kd_s + eps),
 where (qn, kn) = (q, k) and (qd, kd) = (q_den, k_den) when given, else (q, k).
 

@@ -51,7 +51,7 @@ torch.set_num_threads(1)  # a fixed summation order: the file is the same on eve
 BASE = dict(vocab=17, d_model=32, n_layers=2, n_heads=4, max_seq_len=48)
 B, T = 2, 24
 LR, WEIGHT_DECAY, STEPS = 1e-2, 0.1, 3
-BETA2, EPS = 0.999, 1e-8  # torch's AdamW defaults, as framework/optim.hpp's
+BETA2, EPS = 0.999, 1e-8  # torch's AdamW defaults, as framework/optim/optim.hpp's
 IDENTITY_QK_BIAS = 1.0
 
 CASES = {

@@ -1,4 +1,4 @@
-"""PyTorch references for every op in framework/ops.hpp: writes <outdir>/ops.h5.
+"""PyTorch references for every op in framework/ops/ops.hpp: writes <outdir>/ops.h5.
 
 One group per case, /<case>:
   attrs  op          the op the C++ test runs (its runner and tolerance are keyed by it)

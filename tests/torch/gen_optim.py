@@ -1,4 +1,4 @@
-"""PyTorch references for framework/optim.hpp: writes <outdir>/optim.h5.
+"""PyTorch references for framework/optim/optim.hpp: writes <outdir>/optim.h5.
 
 A few parameters of different shapes (one above the optimizers' one-thread threshold of
 2^15 elements, odd sizes for the vector tails) take STEPS updates from a fixed sequence of

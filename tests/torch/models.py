@@ -33,7 +33,7 @@ FAMILY_OPTIONS = {
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
 ADDED_LATER = {"window"}
-LINEAR_ATTENTION_EPS = 1e-6  # framework/linear_attention.hpp's default
+LINEAR_ATTENTION_EPS = 1e-6  # framework/kernels/linear_attention.hpp's default
 # Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
 # parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
 MAMBA_NO_DECAY = {"A_log", "D", "dt_bias", "B"}

@@ -1,0 +1,98 @@
+// trilemma bench <benchmark>: performance measurements (bench/), not tests. Benchmarks are rows
+// of kBenchmarks; each prints the runtime summary first, unless it prints JSON.
+#include <cstdio>
+#include <string>
+
+#include "bench/bench.hpp"
+#include "framework/config/options.hpp"
+#include "framework/runtime/runtime.hpp"
+#include "cli/cli.hpp"
+
+namespace tri::cli {
+
+using namespace tri::bench;
+
+namespace {
+
+struct Benchmark {
+  const char* name;
+  int (*run)(const po::variables_map&);
+};
+// Adding a benchmark: one row here and its function in bench/.
+const Benchmark kBenchmarks[] = {
+    {"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}, {"scaling", bench_scaling},
+    {"train", bench_train}, {"decode", bench_decode}};
+
+std::string benchmark_names() {
+  std::string s;
+  for (const Benchmark& b : kBenchmarks) s += std::string(s.empty() ? "" : ", ") + b.name;
+  return s;
+}
+
+const Benchmark& find_benchmark(const std::string& name) {
+  for (const Benchmark& b : kBenchmarks)
+    if (name == b.name) return b;
+  throw UsageError("bench: unknown benchmark '" + name + "' (allowed: " + benchmark_names() + ")");
+}
+
+void check_sizes(const std::string& option, const std::string& list) {
+  as_usage_error([&] { return parse_int_list(option, list, {1, 16384}); });
+}
+
+}  // namespace
+
+void bench_options(CommandOptions& o) {
+  o.named.add_options()
+      ("benchmark", po::value<std::string>()->value_name("NAME")->required()
+                        ->notifier([](const std::string& n) { find_benchmark(n); }),
+       ("the benchmark to run, also the first positional argument: " + benchmark_names()).c_str())
+      ("sizes", po::value<std::string>()->value_name("LIST")->default_value("256,512,1024,2048")
+                    ->notifier([](const std::string& s) { check_sizes("sizes", s); }),
+       "gemm: square sizes, comma-separated")
+      ("seq-lens", po::value<std::string>()->value_name("LIST")
+                       ->notifier([](const std::string& s) { check_sizes("seq-lens", s); }),
+       "mixers, scaling, decode: sequence lengths, comma-separated; default 1024,2048,4096 "
+       "(mixers), 256,512,1024,2048,4096 (scaling), 128,256,...,8192 (decode)")
+      ("batch", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("batch", 1, 1024)),
+       "mixers, scaling: batch size (scaling decodes one sequence)")
+      ("d-model", po::value<int>()->value_name("N")->default_value(128)->notifier(in_range("d-model", 1, 8192)),
+       "mixers, scaling, decode: model width")
+      ("heads", po::value<int>()->value_name("N")->default_value(4)->notifier(in_range("heads", 1, 256)),
+       "mixers, scaling, decode: attention heads")
+      ("models", po::value<std::string>()->value_name("LIST")->default_value("attention,linear,mamba"),
+       "scaling, decode, train: model families, comma-separated")
+      ("configs", po::value<std::string>()->value_name("LIST"),
+       "train: sizes, comma-separated, of S (d 128, 2 layers, T 256, B 16), W (d 512, 4 layers, "
+       "8 heads, T 256, B 8), L1024, L2048, L4096 (d 128, 2 layers, B 4); default all")
+      ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward")
+      ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
+      ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
+       "scaling, decode: blocks per model")
+      ("window", po::value<int>()->value_name("W")->default_value(0)->notifier(in_range("window", 0, 16384)),
+       "scaling, decode: also measure attention with a sliding window of W positions, a series after the "
+       "others (its rows carry \"window\": W); 0 = none")
+      ("decode-tokens", po::value<int>()->value_name("N")->default_value(16)
+                            ->notifier(in_range("decode-tokens", 1, 4096)),
+       "scaling, decode: generated tokens timed at each context length")
+      ("out", po::value<std::string>()->value_name("FILE"),
+       "scaling, decode: also write the measurements as JSON lines to FILE (atomically)")
+      ("naive", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
+       "mixers: also run the naive attention kernel (T x T memory) next to the fused one")
+      ("model-shapes", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
+       "gemm: also time the GEMMs of linear layers (forward, dx, dW) at typical model shapes")
+      ("repeats", po::value<int>()->value_name("N")->notifier(in_range("repeats", 1, 1000)),
+       "timed runs per case; the median is reported; default 5 (scaling: 3, train: 10 steps)")
+      ("min-time", po::value<double>()->value_name("SEC")->default_value(0.2, "0.2")
+                       ->notifier(in_range("min-time", 0.001, 60.0)),
+       "minimum duration of one timed run, in seconds")
+      ("json", po::bool_switch(), "print one JSON object instead of a table (scaling, decode, train: JSON lines)");
+  o.positional.add("benchmark", 1);
+}
+
+int run_bench(const po::variables_map& vm) {
+  const Benchmark& b = find_benchmark(vm["benchmark"].as<std::string>());
+  if (!vm["json"].as<bool>()) std::printf("%s\n", runtime_summary().c_str());
+  return b.run(vm);
+}
+
+}  // namespace tri::cli

@@ -1,0 +1,513 @@
+// The fused selective scan (forward and backward), its naive reference built from ops, and the
+// recurrent step. Shapes: B batch, T time, E channels, N state size (see selective_scan.hpp).
+//
+// Layout of the fused kernel: channels are taken kLanes (16) at a time, one vector lane per
+// channel, and the state of a block is h[N][kLanes]: for each state index n one vector, so
+// every operation of the recurrence is a 16-wide vector op with B_t[n], C_t[n] broadcast (or,
+// time-invariant, a per-channel vector). Nothing crosses lanes in the forward pass.
+// The forward saves the state of every block every kChunk steps. The backward walks the
+// chunks in reverse: it recomputes a chunk's states from its checkpoint into a small buffer,
+// then runs the adjoint recurrence dh_t = C_t dy_t + exp(dt_{t+1} A) dh_{t+1} over it.
+// Gradients that sum over channels (selective dB, dC) are first summed lane-wise over the
+// blocks of a group and reduced across lanes once per group; gradients that sum over batch
+// (dA, dD, d delta_bias, time-invariant dB, dC) go to per-batch partials. All partials are
+// combined in a fixed order, so results are bit-identical at any thread count.
+#include "framework/kernels/selective_scan.hpp"
+#include "framework/kernels/scan_lanes.hpp"
+#include "framework/kernels/vec_math.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "framework/core/autograd.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace tri {
+
+namespace {
+
+using namespace scan_lanes;
+
+constexpr int64_t kChunk = 64;   // steps between saved states
+constexpr int64_t kMaxGroup = 8; // blocks per backward work item (their dB, dC sum lane-wise)
+
+// ---- arguments ---------------------------------------------------------------------------
+
+struct ScanArgs {
+  int64_t batch = 0, T = 0, E = 0, N = 0;
+  const float *u = nullptr, *delta = nullptr, *A = nullptr, *Bm = nullptr, *Cm = nullptr;
+  const float *D = nullptr, *z = nullptr, *bias = nullptr;  // optional
+  bool var_B = true, var_C = true, softplus = false;
+};
+
+
+// Checks the shapes of the official argument set (T = 1 for the step) and returns raw views.
+ScanArgs scan_args(const char* op, const Tensor& u, const Tensor& delta, const Tensor& A,
+                   const Tensor& Bm, const Tensor& Cm, const Tensor& D, const Tensor& z,
+                   const Tensor& bias, bool softplus) {
+  const std::string o = std::string(op) + ": ";
+  if (!u.defined() || u.dim() != 3) throw Error(o + "u " + shape_of(u) + " must be [B, T, E]");
+  ScanArgs a;
+  a.batch = u.size(0), a.T = u.size(1), a.E = u.size(2);
+  if (!delta.defined() || delta.shape() != u.shape())
+    throw Error(o + "delta " + shape_of(delta) + " must match u " + u.shape().str());
+  if (!A.defined() || A.dim() != 2 || A.size(0) != a.E || A.size(1) < 1)
+    throw Error(o + "A " + shape_of(A) + " must be [E, N] with E = " + std::to_string(a.E) + ", N >= 1");
+  a.N = A.size(1);
+  const Shape sel{a.batch, a.T, a.N}, lti{a.E, a.N};
+  auto check_bc = [&](const Tensor& m, const char* name, bool& var) {
+    if (!m.defined() || (m.shape() != sel && m.shape() != lti))
+      throw Error(o + name + " " + shape_of(m) + " must be " + sel.str() + " (selective) or " +
+                  lti.str() + " (time-invariant)");
+    var = m.shape() == sel;
+  };
+  check_bc(Bm, "B", a.var_B);
+  check_bc(Cm, "C", a.var_C);
+  for (const auto& [t, name] : {std::pair{&D, "D"}, std::pair{&bias, "delta_bias"}})
+    if (t->defined() && t->shape() != Shape{a.E})
+      throw Error(o + name + " " + t->shape().str() + " must be [" + std::to_string(a.E) + "] or undefined");
+  if (z.defined() && z.shape() != u.shape())
+    throw Error(o + "z " + z.shape().str() + " must match u " + u.shape().str() + " or be undefined");
+  a.u = u.data(), a.delta = delta.data(), a.A = A.data(), a.Bm = Bm.data(), a.Cm = Cm.data();
+  a.D = D.defined() ? D.data() : nullptr;
+  a.z = z.defined() ? z.data() : nullptr;
+  a.bias = bias.defined() ? bias.data() : nullptr;
+  a.softplus = softplus;
+  return a;
+}
+
+// ---- one block of kLanes channels --------------------------------------------------------
+
+// A block's per-channel parameters, transposed to [N][kLanes] so that state n reads one
+// vector. Lanes past E are zero (and so are their states: their dt * u is zero).
+struct BlockParams {
+  int64_t e0 = 0;
+  int lanes = 0;
+  float *A, *A2, *B, *C;  // [N][kLanes]: A, A log2(e) (see decay_of); B, C only when time-invariant
+  float D[kLanes], bias[kLanes];
+};
+
+void load_block(const ScanArgs& a, int64_t blk, BlockParams& p) {
+  p.e0 = blk * kLanes;
+  p.lanes = int(std::min<int64_t>(kLanes, a.E - p.e0));
+  for (int64_t n = 0; n < a.N; ++n)
+    for (int l = 0; l < kLanes; ++l) {
+      const bool in = l < p.lanes;
+      const int64_t en = (p.e0 + l) * a.N + n;
+      p.A[n * kLanes + l] = in ? a.A[en] : 0.f;
+      p.A2[n * kLanes + l] = in ? a.A[en] * kLog2e : 0.f;
+      if (!a.var_B) p.B[n * kLanes + l] = in ? a.Bm[en] : 0.f;
+      if (!a.var_C) p.C[n * kLanes + l] = in ? a.Cm[en] : 0.f;
+    }
+  for (int l = 0; l < kLanes; ++l) {
+    const bool in = l < p.lanes;
+    p.D[l] = in && a.D ? a.D[p.e0 + l] : 0.f;
+    p.bias[l] = in && a.bias ? a.bias[p.e0 + l] : 0.f;
+  }
+}
+
+// One step's per-channel inputs: x = delta + bias, dt (after softplus), u, dt * u.
+struct StepIn {
+  float x[kLanes], dt[kLanes], u[kLanes], dtu[kLanes];
+};
+
+inline void load_step(const ScanArgs& a, const BlockParams& p, int64_t row, StepIn& s) {
+  load_lanes(a.u + row * a.E + p.e0, p.lanes, s.u);
+  load_lanes(a.delta + row * a.E + p.e0, p.lanes, s.x);
+#pragma omp simd
+  for (int l = 0; l < kLanes; ++l) {
+    s.x[l] += p.bias[l];
+    s.dt[l] = a.softplus ? softplus_approx(s.x[l]) : s.x[l];
+    s.dtu[l] = s.dt[l] * s.u[l];
+  }
+}
+
+// This step's B and C as [N][kLanes] tables: broadcast rows of Bm, Cm when selective, the
+// block's per-channel tables when time-invariant.
+inline void step_tables(const ScanArgs& a, const BlockParams& p, int64_t row, float* bbuf,
+                        float* cbuf, const float*& Bv, const float*& Cv) {
+  auto fill = [&](const float* src, float* buf) {
+    for (int64_t n = 0; n < a.N; ++n)
+      for (int l = 0; l < kLanes; ++l) buf[n * kLanes + l] = src[row * a.N + n];
+    return buf;
+  };
+  Bv = a.var_B ? fill(a.Bm, bbuf) : p.B;
+  Cv = a.var_C ? fill(a.Cm, cbuf) : p.C;
+}
+
+// A step's B and C as lane l of state n sees them. RowBC (B and C both selective): this step's
+// rows of Bm and Cm, one scalar per state broadcast over the lanes, read in place. TableBC
+// (otherwise): [N][kLanes] tables from step_tables.
+struct RowBC {
+  const float *B, *C;
+  RowBC(const ScanArgs& a, const BlockParams&, int64_t row, float*, float*)
+      : B(a.Bm + row * a.N), C(a.Cm + row * a.N) {}
+  Lanes b(int64_t n) const { return bcast(B[n]); }
+  Lanes c(int64_t n) const { return bcast(C[n]); }
+};
+struct TableBC {
+  const float *B, *C;
+  TableBC(const ScanArgs& a, const BlockParams& p, int64_t row, float* bbuf, float* cbuf) {
+    step_tables(a, p, row, bbuf, cbuf, B, C);
+  }
+  Lanes b(int64_t n) const { return ld(B + n * kLanes); }
+  Lanes c(int64_t n) const { return ld(C + n * kLanes); }
+};
+
+// Calls f.template operator()<BC, NC>() with the B, C access of `a` and NC = N when N is the
+// common 16 (loops of fixed length, unrolled), else NC = 0 (N read at run time). Both give the
+// same bits: only the loop bounds are constants.
+template <class F>
+void dispatch(const ScanArgs& a, F&& f) {
+  const bool rows = a.var_B && a.var_C;
+  if (a.N == 16) rows ? f.template operator()<RowBC, 16>() : f.template operator()<TableBC, 16>();
+  else rows ? f.template operator()<RowBC, 0>() : f.template operator()<TableBC, 0>();
+}
+
+// One step of one block: hout = exp(dt A) hin + dt u B per state, and the pre-gate output
+// yy = C . hout + D u. hin may be hout. The decays exp(dt A) go to `decay` unless it is null.
+template <int NC, class BC>
+inline void block_step(int64_t Nrt, const BlockParams& p, const BC& bc, const StepIn& s,
+                       const float* hin, float* hout, float* yy, float* decay) {
+  const int64_t N = NC ? NC : Nrt;
+  const Lanes dt = ld(s.dt), dtu = ld(s.dtu);
+  Lanes acc = ld(p.D) * ld(s.u);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t o = n * kLanes;
+    const Lanes a = decay_of(dt, ld(p.A2 + o));
+    if (decay) st(decay + o, a);
+    const Lanes h = a * ld(hin + o) + dtu * bc.b(n);
+    st(hout + o, h);
+    acc += bc.c(n) * h;
+  }
+  st(yy, acc);
+}
+
+// Blocks per backward work item: enough items for the threads (>= ~8), at most kMaxGroup.
+// A function of the shape only, so the summation order never depends on the thread count.
+int64_t group_size(int64_t batch, int64_t nblk) {
+  return std::clamp<int64_t>(batch * nblk / 8, 1, kMaxGroup);
+}
+
+// Per-thread scratch for the backward, laid out from `base` (every array a multiple of 16
+// floats, so all stay 64-byte aligned). With base = nullptr it only counts the floats.
+struct BackwardScratch {
+  float *A, *A2, *B, *C, *Bv, *Cv, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
+  StepIn* steps;
+  int64_t used = 0;
+  BackwardScratch(float* base, int64_t N, int64_t G) {
+    const int64_t nl = N * kLanes;
+    auto take = [&](int64_t n) {
+      float* r = base ? base + used : nullptr;
+      used += n;
+      return r;
+    };
+    A = take(nl), A2 = take(nl), B = take(nl), C = take(nl), Bv = take(nl), Cv = take(nl);
+    H = take((kChunk + 1) * nl), decay = take(kChunk * nl), yy = take(kChunk * kLanes);
+    accB = take(kChunk * nl), accC = take(kChunk * nl);
+    carry = take(G * nl), dA = take(G * nl), dB = take(G * nl), dC = take(G * nl);
+    dD = take(G * kLanes), dbias = take(G * kLanes);
+    steps = reinterpret_cast<StepIn*>(take(kChunk * int64_t(sizeof(StepIn) / sizeof(float))));
+  }
+};
+
+// Where the backward writes: input gradients (null when not needed) and the partials.
+struct ScanGrads {
+  const float* gout;
+  float *gu, *gdelta, *gz;
+  float *partA, *partD, *partBias;  // [batch][Epad][N], [batch][Epad], [batch][Epad]
+  float *partB, *partC;             // time-invariant: [batch][Epad][N]; selective: [groups][batch][T][N]
+};
+
+// The backward of blocks [g*G, g*G + G) of batch row b (one work item).
+template <class BC, int NC>
+void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, int64_t b,
+                   int64_t g, int64_t G, BackwardScratch& w) {
+  const int64_t N = NC ? NC : a.N, T = a.T, E = a.E, nl = N * kLanes;
+  const int64_t nblk = (E + kLanes - 1) / kLanes, Epad = nblk * kLanes;
+  const int64_t nchunks = (T + kChunk - 1) / kChunk;
+  const int64_t blk0 = g * G, nb = std::min(G, nblk - blk0);
+  for (float* lane_sums : {w.carry, w.dA, w.dB, w.dC})
+    std::fill(lane_sums, lane_sums + nb * nl, 0.f);
+  std::fill(w.dD, w.dD + nb * kLanes, 0.f);
+  std::fill(w.dbias, w.dbias + nb * kLanes, 0.f);
+  BlockParams p;
+  p.A = w.A, p.A2 = w.A2, p.B = w.B, p.C = w.C;
+  for (int64_t c = nchunks - 1; c >= 0; --c) {
+    const int64_t t0 = c * kChunk, L = std::min(kChunk, T - t0);
+    if (a.var_B) std::memset(w.accB, 0, sizeof(float) * size_t(L * nl));
+    if (a.var_C) std::memset(w.accC, 0, sizeof(float) * size_t(L * nl));
+    for (int64_t j = 0; j < nb; ++j) {
+      const int64_t blk = blk0 + j;
+      load_block(a, blk, p);
+      float *carry = w.carry + j * nl, *dA = w.dA + j * nl, *dD = w.dD + j * kLanes,
+            *dbias = w.dbias + j * kLanes;
+      // Recompute the chunk's states: H[i + 1] is the state after step t0 + i.
+      std::memcpy(w.H, ckpt + ((b * nblk + blk) * nchunks + c) * nl, sizeof(float) * size_t(nl));
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t row = b * T + t0 + i;
+        prefetch_rows({a.u, a.delta, a.z, gr.gout, gr.gu, gr.gdelta, gr.gz}, row, b * T + t0 + L, E, p.e0);
+        load_step(a, p, row, w.steps[i]);
+        block_step<NC>(N, p, BC(a, p, row, w.Bv, w.Cv), w.steps[i], w.H + i * nl, w.H + (i + 1) * nl, w.yy + i * kLanes,
+                   w.decay + i * nl);
+      }
+      // The adjoint recurrence, backwards through the chunk.
+      for (int64_t i = L - 1; i >= 0; --i) {
+        const int64_t row = b * T + t0 + i;
+        const StepIn& s = w.steps[i];
+        const float* yy = w.yy + i * kLanes;
+        float g_out[kLanes], zz[kLanes], dyy[kLanes], dz[kLanes];
+        load_lanes(gr.gout + row * E + p.e0, p.lanes, g_out);
+        if (a.z) load_lanes(a.z + row * E + p.e0, p.lanes, zz);
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+          if (a.z) {  // out = yy * silu(z)
+            const float sg = sigmoid_approx(zz[l]);
+            dyy[l] = g_out[l] * zz[l] * sg;
+            dz[l] = g_out[l] * yy[l] * sg * (1.f + zz[l] * (1.f - sg));
+          } else {
+            dyy[l] = g_out[l];
+            dz[l] = 0.f;
+          }
+          dD[l] += dyy[l] * s.u[l];
+        }
+        const BC bc(a, p, row, w.Bv, w.Cv);
+        float* dBrow = a.var_B ? w.accB + i * nl : w.dB + j * nl;  // summed over lanes later
+        float* dCrow = a.var_C ? w.accC + i * nl : w.dC + j * nl;
+        const float *hprev = w.H + i * nl, *hcur = w.H + (i + 1) * nl, *decay = w.decay + i * nl;
+        const Lanes dyyv = ld(dyy), dtu = ld(s.dtu), dt = ld(s.dt);
+        Lanes ddtv{}, sBv{};
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t o = n * kLanes;
+          const Lanes da = ld(decay + o);
+          const Lanes dh = ld(carry + o) + bc.c(n) * dyyv;  // d loss / d h_t
+          st(dCrow + o, ld(dCrow + o) + ld(hcur + o) * dyyv);
+          st(dBrow + o, ld(dBrow + o) + dh * dtu);
+          const Lanes q = dh * ld(hprev + o) * da;  // d loss / d(dt A), per state
+          st(dA + o, ld(dA + o) + q * dt);
+          ddtv += q * ld(p.A + o);
+          sBv += dh * bc.b(n);
+          st(carry + o, da * dh);
+        }
+        float ddt[kLanes], sB[kLanes];
+        st(ddt, ddtv);
+        st(sB, sBv);
+        float du[kLanes], dx[kLanes];
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+          du[l] = dyy[l] * p.D[l] + s.dt[l] * sB[l];
+          const float dt_grad = ddt[l] + s.u[l] * sB[l];
+          // PyTorch's softplus backward: 1 above the threshold, sigmoid(x) below.
+          dx[l] = !a.softplus || s.x[l] > 20.f ? dt_grad : dt_grad * sigmoid_approx(s.x[l]);
+          dbias[l] += dx[l];
+        }
+        const int64_t off = row * E + p.e0;
+        add_lanes(du, p.lanes, gr.gu ? gr.gu + off : nullptr);
+        add_lanes(dx, p.lanes, gr.gdelta ? gr.gdelta + off : nullptr);
+        add_lanes(dz, p.lanes, gr.gz ? gr.gz + off : nullptr);
+      }
+    }
+    // Selective dB, dC of this chunk: the group's lane sums, reduced across lanes.
+    for (int pass = 0; pass < 2; ++pass) {
+      if (!(pass == 0 ? a.var_B : a.var_C)) continue;
+      const float* acc = pass == 0 ? w.accB : w.accC;
+      float* part = (pass == 0 ? gr.partB : gr.partC) + ((g * a.batch + b) * T + t0) * N;
+      for (int64_t i = 0; i < L * N; ++i) {
+        float s = 0.f;
+        for (int l = 0; l < kLanes; ++l) s += acc[i * kLanes + l];
+        part[i] = s;
+      }
+    }
+  }
+  // Lane arrays to the per-batch partials ([Epad][N] rows: channel-major as A is).
+  for (int64_t j = 0; j < nb; ++j) {
+    const int64_t e0 = (blk0 + j) * kLanes;
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t e = e0 + l, pe = b * Epad + e;
+      gr.partD[pe] = w.dD[j * kLanes + l];
+      gr.partBias[pe] = w.dbias[j * kLanes + l];
+      for (int64_t n = 0; n < N; ++n) {
+        gr.partA[pe * N + n] = w.dA[j * nl + n * kLanes + l];
+        if (!a.var_B) gr.partB[pe * N + n] = w.dB[j * nl + n * kLanes + l];
+        if (!a.var_C) gr.partC[pe * N + n] = w.dC[j * nl + n * kLanes + l];
+      }
+    }
+  }
+}
+
+// The forward of block blk of batch row b: h (scratch) starts at zero; the state entering
+// each chunk goes to the checkpoints `pc` unless null.
+template <class BC, int NC>
+void forward_item(const ScanArgs& a, int64_t b, int64_t blk, BlockParams& p, float* bbuf,
+                  float* cbuf, float* h, float* py, float* pc) {
+  const int64_t T = a.T, E = a.E, N = NC ? NC : a.N, nl = N * kLanes;
+  const int64_t nblk = (E + kLanes - 1) / kLanes, nchunks = (T + kChunk - 1) / kChunk;
+  load_block(a, blk, p);
+  std::memset(h, 0, sizeof(float) * size_t(nl));
+  StepIn s;
+  float yy[kLanes];
+  for (int64_t t = 0; t < T; ++t) {
+    if (pc && t % kChunk == 0)
+      std::memcpy(pc + ((b * nblk + blk) * nchunks + t / kChunk) * nl, h, sizeof(float) * size_t(nl));
+    const int64_t row = b * T + t;
+    prefetch_rows({a.u, a.delta, a.z, py}, row, (b + 1) * T, E, p.e0);
+    load_step(a, p, row, s);
+    block_step<NC>(N, p, BC(a, p, row, bbuf, cbuf), s, h, h, yy, nullptr);
+    if (a.z) {
+      float zz[kLanes];
+      load_lanes(a.z + row * E + p.e0, p.lanes, zz);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) yy[l] *= zz[l] * sigmoid_approx(zz[l]);
+    }
+    float* dst = py + row * E + p.e0;
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l)
+      if (l < p.lanes) dst[l] = yy[l];
+  }
+}
+
+// grad[i] += sum over k of part[k][i] (k = 0..parts-1 in order), for i in [0, n) with the
+// partial rows of length `stride` (>= n; rows are padded to Epad channels).
+void add_partials(float* grad, const float* part, int64_t parts, int64_t n, int64_t stride) {
+  if (!grad) return;
+#pragma omp parallel for schedule(static) if (n * parts > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0.f;
+    for (int64_t k = 0; k < parts; ++k) s += part[k * stride + i];
+    grad[i] += s;
+  }
+}
+
+}  // namespace
+
+Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
+                      const Tensor& Cm, const Tensor& D, const Tensor& z,
+                      const Tensor& delta_bias, bool delta_softplus) {
+  const ScanArgs a = scan_args("selective_scan", u, delta, A, Bm, Cm, D, z, delta_bias, delta_softplus);
+  const int64_t batch = a.batch, T = a.T, E = a.E, N = a.N, nl = N * kLanes;
+  const int64_t nblk = (E + kLanes - 1) / kLanes, nchunks = (T + kChunk - 1) / kChunk;
+  const bool grad = needs_grad({u, delta, A, Bm, Cm, D, z, delta_bias});
+  Tensor out = Tensor::empty(u.shape());
+  // The state entering each chunk, per block: [batch][nblk][nchunks][N][kLanes].
+  Tensor ckpt = grad ? Tensor::empty(Shape{batch, nblk, nchunks, N, kLanes}) : Tensor();
+  float* py = out.data();
+  float* pc = grad ? ckpt.data() : nullptr;
+  // Per thread: the block's A, B, C tables, this step's B, C tables, the state h.
+  Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 7 * nl});
+#pragma omp parallel
+  {
+    float* w = scratch.data() + omp_get_thread_num() * 7 * nl;
+    BlockParams p;
+    p.A = w, p.B = w + nl, p.C = w + 2 * nl, p.A2 = w + 6 * nl;
+    float *bbuf = w + 3 * nl, *cbuf = w + 4 * nl, *h = w + 5 * nl;
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < batch * nblk; ++item)
+      dispatch(a, [&]<class BC, int NC>() {
+        forward_item<BC, NC>(a, item / nblk, item % nblk, p, bbuf, cbuf, h, py, pc);
+      });
+  }
+  if (!grad) return out;
+
+  std::vector<Tensor> saved{u, delta, A, Bm, Cm};
+  for (const Tensor& t : {D, z, delta_bias})
+    if (t.defined()) saved.push_back(t);
+  record("selective_scan", out, saved,
+         [a, u, delta, A, Bm, Cm, D, z, delta_bias, ckpt, nblk](const float* gout) {
+    const int64_t batch = a.batch, T = a.T, E = a.E, N = a.N, Epad = nblk * kLanes;
+    const int64_t G = group_size(batch, nblk), groups = (nblk + G - 1) / G;
+    ScanGrads gr{gout, grad_of(u), grad_of(delta), grad_of(z), nullptr, nullptr, nullptr, nullptr, nullptr};
+    Tensor partA = Tensor::empty(Shape{batch, Epad, N}), partD = Tensor::empty(Shape{batch, Epad}),
+           partBias = Tensor::empty(Shape{batch, Epad});
+    Tensor partB = a.var_B ? Tensor::empty(Shape{groups, batch, T, N}) : Tensor::empty(Shape{batch, Epad, N});
+    Tensor partC = a.var_C ? Tensor::empty(Shape{groups, batch, T, N}) : Tensor::empty(Shape{batch, Epad, N});
+    gr.partA = partA.data(), gr.partD = partD.data(), gr.partBias = partBias.data();
+    gr.partB = partB.data(), gr.partC = partC.data();
+    const int64_t per_thread = BackwardScratch(nullptr, N, G).used;
+    Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), per_thread});
+#pragma omp parallel
+    {
+      BackwardScratch w(scratch.data() + omp_get_thread_num() * per_thread, N, G);
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < batch * groups; ++item)
+        dispatch(a, [&]<class BC, int NC>() {
+          backward_item<BC, NC>(a, ckpt.data(), gr, item / groups, item % groups, G, w);
+        });
+    }
+    // Combine the partials in a fixed order (over batch rows, or over channel groups).
+    const int64_t EN = E * N;
+    add_partials(grad_of(A), gr.partA, batch, EN, Epad * N);
+    add_partials(grad_of(D), gr.partD, batch, E, Epad);
+    add_partials(grad_of(delta_bias), gr.partBias, batch, E, Epad);
+    if (a.var_B) add_partials(grad_of(Bm), gr.partB, groups, batch * T * N, batch * T * N);
+    else add_partials(grad_of(Bm), gr.partB, batch, EN, Epad * N);
+    if (a.var_C) add_partials(grad_of(Cm), gr.partC, groups, batch * T * N, batch * T * N);
+    else add_partials(grad_of(Cm), gr.partC, batch, EN, Epad * N);
+  });
+  return out;
+}
+
+Tensor selective_scan_naive(const Tensor& u, const Tensor& delta, const Tensor& A,
+                            const Tensor& Bm, const Tensor& Cm, const Tensor& D, const Tensor& z,
+                            const Tensor& delta_bias, bool delta_softplus) {
+  const ScanArgs a = scan_args("selective_scan_naive", u, delta, A, Bm, Cm, D, z, delta_bias, delta_softplus);
+  const int64_t batch = a.batch, T = a.T, E = a.E, N = a.N;
+  Tensor dt = delta_bias.defined() ? add(delta, delta_bias) : delta;
+  if (delta_softplus) dt = softplus(dt);
+  // deltaA = exp(einsum('bdl,dn->bdln')), deltaB_u = einsum('bdl,bnl,bdl->bdln'), here [B, T, E, N]
+  const Tensor deltaA = exp(mul(reshape(dt, Shape{batch, T, E, 1}), A));
+  const Tensor dtu = reshape(mul(dt, u), Shape{batch, T, E, 1});
+  const Tensor deltaB_u = a.var_B ? mul(dtu, reshape(Bm, Shape{batch, T, 1, N})) : mul(dtu, Bm);
+  // Time-major copies, so that each step is a view.
+  const Tensor dA_t = permute(deltaA, {1, 0, 2, 3}), dBu_t = permute(deltaB_u, {1, 0, 2, 3});
+  const Tensor C_t = a.var_C ? permute(reshape(Cm, Shape{batch, T, 1, N}), {1, 0, 2, 3}) : Tensor();
+  Tensor x = Tensor::zeros(Shape{batch, E, N});
+  std::vector<Tensor> ys;
+  for (int64_t t = 0; t < T; ++t) {
+    x = add(mul(reshape(slice(dA_t, 0, t, t + 1), Shape{batch, E, N}), x),
+            reshape(slice(dBu_t, 0, t, t + 1), Shape{batch, E, N}));
+    const Tensor c = a.var_C ? reshape(slice(C_t, 0, t, t + 1), Shape{batch, 1, N}) : Cm;
+    ys.push_back(reshape(sum(mul(x, c), {-1}), Shape{1, batch, E}));
+  }
+  Tensor y = permute(concat(ys, 0), {1, 0, 2});  // [B, T, E]
+  if (D.defined()) y = add(y, mul(u, D));
+  if (z.defined()) y = mul(y, silu(z));
+  return y;
+}
+
+Tensor selective_scan_step(const Tensor& u, const Tensor& delta, const Tensor& A,
+                           const Tensor& Bm, const Tensor& Cm, const Tensor& D, const Tensor& z,
+                           const Tensor& delta_bias, bool delta_softplus, Tensor& h) {
+  const ScanArgs a = scan_args("selective_scan_step", u, delta, A, Bm, Cm, D, z, delta_bias, delta_softplus);
+  if (a.T != 1) throw Error("selective_scan_step: u " + u.shape().str() + " must hold one step [B, 1, E]");
+  const int64_t batch = a.batch, E = a.E, N = a.N;
+  if (!h.defined() || h.shape() != Shape{batch, E, N})
+    throw Error("selective_scan_step: state h " + shape_of(h) + " must be " + Shape{batch, E, N}.str());
+  Tensor out = Tensor::empty(u.shape());
+  float *ph = h.data(), *py = out.data();
+  // Per channel: the same arithmetic, in the same order, as one step of the fused scan.
+#pragma omp parallel for schedule(static) if (batch * E * N > (1 << 14))
+  for (int64_t be = 0; be < batch * E; ++be) {
+    const int64_t b = be / E, e = be % E;
+    const float x = a.delta[be] + (a.bias ? a.bias[e] : 0.f);
+    const float dt = a.softplus ? softplus_approx(x) : x, uu = a.u[be], dtu = dt * uu;
+    const float *Bn = a.var_B ? a.Bm + b * N : a.Bm + e * N, *Cn = a.var_C ? a.Cm + b * N : a.Cm + e * N;
+    float* hb = ph + be * N;
+    float y = (a.D ? a.D[e] : 0.f) * uu;
+    for (int64_t n = 0; n < N; ++n) {
+      hb[n] = decay_of(dt, a.A[e * N + n] * kLog2e) * hb[n] + dtu * Bn[n];
+      y += Cn[n] * hb[n];
+    }
+    if (a.z) y *= a.z[be] * sigmoid_approx(a.z[be]);
+    py[be] = y;
+  }
+  h.bump_version();
+  return out;
+}
+
+}  // namespace tri

@@ -1,0 +1,134 @@
+// silu(causal_conv1d(x, weight, bias)) as one op (Mamba's x branch). Fused, it writes one
+// [B, T, C] tensor forward instead of two, reads x and the incoming gradient once backward, and
+// takes SiLU's exponential from exp_approx (vectorised) rather than libm's expf.
+// The pre-activation is not kept: the backward recomputes it (K multiply-adds per element) in
+// the same order as causal_conv1d (bias, then the taps oldest to newest), so it has the same
+// bits as causal_conv1d's output.
+// Threads: forward and d x split the rows; d weight and d bias split the channels, each channel
+// summed over (batch, time) in row order by one thread. The bits do not depend on the thread
+// count.
+#include <algorithm>
+#include <vector>
+
+#include "framework/core/autograd.hpp"
+#include "framework/runtime/runtime.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/kernels/vec_math.hpp"
+
+namespace tri {
+
+namespace {
+
+constexpr int64_t kChannelBlock = 64;  // channels per work item of d weight, d bias
+
+struct Conv {
+  int64_t B, T, C, K;
+  const float* x;
+  std::vector<float> wt;  // weight transposed to [K][C]: a tap reads a contiguous row
+  const float* bias;      // or null
+
+  Conv(const Tensor& xs, const Tensor& weight, const Tensor& b)
+      : B(xs.size(0)), T(xs.size(1)), C(xs.size(2)), K(weight.size(2)), x(xs.data()),
+        wt(size_t(K * C)), bias(b.defined() ? b.data() : nullptr) {
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < K; ++k) wt[size_t(k * C + c)] = weight.data()[c * K + k];
+  }
+
+  // The pre-activation of row (bi, t) into z[0, C).
+  void row(int64_t bi, int64_t t, float* __restrict z) const {
+    for (int64_t c = 0; c < C; ++c) z[c] = bias ? bias[c] : 0.f;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t ts = t - K + 1 + k;
+      if (ts < 0) continue;
+      const float *xr = x + (bi * T + ts) * C, *w = wt.data() + k * C;
+      for (int64_t c = 0; c < C; ++c) z[c] += w[c] * xr[c];
+    }
+  }
+};
+
+}  // namespace
+
+Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dim() != 3) throw Error("causal_conv1d_silu: input must be [B, T, C], got " + x.shape().str());
+  const int64_t C = x.size(2);
+  if (weight.dim() != 3 || weight.size(0) != C || weight.size(1) != 1)
+    throw Error("causal_conv1d_silu: weight " + weight.shape().str() + " does not match input " +
+                x.shape().str() + " (expected [" + std::to_string(C) + ", 1, K])");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != C))
+    throw Error("causal_conv1d_silu: bias " + bias.shape().str() + " must be [" + std::to_string(C) + "]");
+  auto conv = std::make_shared<const Conv>(x, weight, bias);
+  const int64_t rows = conv->B * conv->T;
+  Tensor out = Tensor::empty(x.shape());
+  float* po = out.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = po + r * C;
+    conv->row(r / conv->T, r % conv->T, y);
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) y[c] *= sigmoid_approx(y[c]);
+  }
+  if (!needs_grad({x, weight, bias})) return out;
+  std::vector<Tensor> saved{x, weight};
+  if (bias.defined()) saved.push_back(bias);
+  record("causal_conv1d_silu", out, saved, [x, weight, bias, conv, rows](const float* g) {
+    const int64_t T = conv->T, C = conv->C, K = conv->K;
+    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    // d pre-activation = g silu'(z), silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
+    Tensor gz_t = Tensor::empty(x.shape());
+    float* gz = gz_t.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* d = gz + r * C;
+      conv->row(r / T, r % T, d);
+      const float* gr = g + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) {
+        const float z = d[c], s = sigmoid_approx(z);
+        d[c] = gr[c] * (s * (1.f + z * (1.f - s)));
+      }
+    }
+    if (gx) {  // x[ts] feeds z[ts + K-1-k] through tap k
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t ts = r % T;
+        float* gxr = gx + r * C;
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t t = ts + K - 1 - k;
+          if (t >= T) continue;
+          const float *dr = gz + (r - ts + t) * C, *w = conv->wt.data() + k * C;
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) gxr[c] += w[c] * dr[c];
+        }
+      }
+    }
+    if (!gw && !gb) return;
+    const int64_t nblk = (C + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
+      std::vector<float> acc(size_t(K * nc), 0.f), sb(size_t(nc), 0.f);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = r % T;
+        const float* dr = gz + r * C + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) sb[c] += dr[c];
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t ts = t - K + 1 + k;
+          if (ts < 0) continue;
+          const float* xr = conv->x + (r - t + ts) * C + c0;
+          float* a = acc.data() + k * nc;
+#pragma omp simd
+          for (int64_t c = 0; c < nc; ++c) a[c] += dr[c] * xr[c];
+        }
+      }
+      for (int64_t c = 0; c < nc; ++c) {
+        if (gb) gb[c0 + c] += sb[c];
+        if (gw)
+          for (int64_t k = 0; k < K; ++k) gw[(c0 + c) * K + k] += acc[k * nc + c];
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace tri

@@ -1,0 +1,344 @@
+// Row-wise neural-network ops over the last axis (D): layer_norm, rms_norm, softmax,
+// log_softmax; plus embedding, dropout and the causal depthwise conv1d.
+// Rows are independent, so forward and backward parallelise over rows.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "framework/core/autograd.hpp"
+#include "framework/runtime/runtime.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/core/rng.hpp"
+
+namespace tri {
+
+namespace {
+
+void check_affine(const char* op, const Tensor& x, const Tensor& p, const char* what) {
+  if (p.defined() && (p.dim() != 1 || p.size(0) != x.size(-1)))
+    throw Error(std::string(op) + ": " + what + " " + p.shape().str() + " does not match input " +
+                x.shape().str() + " (expected [" + std::to_string(x.size(-1)) + "])");
+}
+
+// The tensors a norm's backward reads: x, and the weight when there is one.
+std::vector<Tensor> saved_with(const Tensor& x, const Tensor& weight) {
+  if (weight.defined()) return {x, weight};
+  return {x};
+}
+}  // namespace
+
+namespace {
+
+// sum_j f(j) over a row of D values, in double: eight partial sums (lane u takes j = u mod 8,
+// one vector of doubles) added in order, then the tail. A fixed order, so the same bits at any
+// thread count; unlike one serial double chain, the loop vectorises (layer_norm was 7% of a
+// training step at S).
+template <class F>
+double row_sum(int64_t D, F f) {
+  double part[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= D; j += 8)
+    for (int u = 0; u < 8; ++u) part[u] += f(j + u);
+  double s = 0;
+  for (int u = 0; u < 8; ++u) s += part[u];
+  for (; j < D; ++j) s += f(j);
+  return s;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if (x.dim() < 1) throw Error("layer_norm: input must have at least 1 dim");
+  check_affine("layer_norm", x, weight, "weight");
+  check_affine("layer_norm", x, bias, "bias");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  Tensor stats = Tensor::empty(Shape{rows, 2});  // mean, 1/std: all backward needs besides x
+  const float *px = x.data(), *w = weight.defined() ? weight.data() : nullptr,
+              *b = bias.defined() ? bias.data() : nullptr;
+  float *po = out.data(), *st = stats.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    const double m = row_sum(D, [xr](int64_t j) { return double(xr[j]); }) / double(D);
+    const double v = row_sum(D, [xr, m](int64_t j) { return (xr[j] - m) * (xr[j] - m); });
+    const float mean = float(m), rstd = float(1.0 / std::sqrt(v / double(D) + eps));
+    st[2 * r] = mean;
+    st[2 * r + 1] = rstd;
+    for (int64_t j = 0; j < D; ++j) {
+      float n = (xr[j] - mean) * rstd;
+      po[r * D + j] = n * (w ? w[j] : 1.f) + (b ? b[j] : 0.f);
+    }
+  }
+  if (!needs_grad({x, weight, bias})) return out;
+  // Backward reads x and the weight: both are saved so in-place writes to either are caught.
+  record("layer_norm", out, saved_with(x, weight), [x, weight, bias, stats, D, rows](const float* g) {
+    const float *px = x.data(), *st = stats.data(), *w = weight.defined() ? weight.data() : nullptr;
+    bool fresh;
+    float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight), *gb = grad_of(bias);
+    if (gx) {
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = px + r * D, *gr = g + r * D;
+        const float mean = st[2 * r], rstd = st[2 * r + 1];
+        // dx = rstd * (dn - mean(dn) - n * mean(dn * n)), dn = g * w
+        const double s1 = row_sum(D, [gr, w](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)); });
+        const double s2 = row_sum(D, [gr, w, xr, mean, rstd](int64_t j) {
+          return double(gr[j] * (w ? w[j] : 1.f) * ((xr[j] - mean) * rstd));
+        });
+        const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
+        float* gxr = gx + r * D;
+        for (int64_t j = 0; j < D; ++j) {
+          float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
+          gxr[j] = (fresh ? 0.f : gxr[j]) + rstd * (dn - m1 - n * m2);
+        }
+      }
+    }
+    // Columns in blocks of 16 across threads, rows in order within each: the same sums at any
+    // thread count.
+    // Sums in registers, added once (onto zero gradients: the same bits as row by row).
+    const int64_t blocks = gw || gb ? (D + 15) / 16 : 0;
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
+      float sw[16] = {}, sb[16] = {};
+      auto add_row = [&](int64_t r, auto w) {  // w: 16 (a constant: one vector) or width
+        const float *xr = px + r * D + j0, *gr = g + r * D + j0, mean = st[2 * r], rstd = st[2 * r + 1];
+#pragma omp simd
+        for (int64_t j = 0; j < int64_t(w); ++j) {
+          sw[j] += gr[j] * ((xr[j] - mean) * rstd);
+          sb[j] += gr[j];
+        }
+      };
+      for (int64_t r = 0; r < rows; ++r)
+        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
+      for (int64_t j = 0; j < width; ++j) {
+        if (gw) gw[j0 + j] += sw[j];
+        if (gb) gb[j0 + j] += sb[j];
+      }
+    }
+  });
+  return out;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  if (x.dim() < 1) throw Error("rms_norm: input must have at least 1 dim");
+  check_affine("rms_norm", x, weight, "weight");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  Tensor rstd_t = Tensor::empty(Shape{rows});
+  const float *px = x.data(), *w = weight.defined() ? weight.data() : nullptr;
+  float *po = out.data(), *rs = rstd_t.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    const double ss = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
+    const float rstd = float(1.0 / std::sqrt(ss / double(D) + eps));
+    rs[r] = rstd;
+    for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
+  }
+  if (!needs_grad({x, weight})) return out;
+  record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {
+    const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
+    float *gx = grad_of(x), *gw = grad_of(weight);
+    if (gx) {
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = px + r * D, *gr = g + r * D, rstd = rs[r];
+        // dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w
+        const double s = row_sum(D, [gr, w, xr, rstd](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd; });
+        const float m = float(s / double(D));
+        for (int64_t j = 0; j < D; ++j)
+          gx[r * D + j] += rstd * (gr[j] * (w ? w[j] : 1.f) - xr[j] * rstd * m);
+      }
+    }
+    const int64_t blocks = gw ? (D + 15) / 16 : 0;  // as in layer_norm
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
+      float sw[16] = {};
+      auto add_row = [&](int64_t r, auto w) {
+        const float *xr = px + r * D + j0, *gr = g + r * D + j0, rstd = rs[r];
+#pragma omp simd
+        for (int64_t j = 0; j < int64_t(w); ++j) sw[j] += gr[j] * xr[j] * rstd;
+      };
+      for (int64_t r = 0; r < rows; ++r)
+        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
+      for (int64_t j = 0; j < width; ++j) gw[j0 + j] += sw[j];
+    }
+  });
+  return out;
+}
+
+Tensor softmax(const Tensor& x) {
+  if (x.dim() < 1) throw Error("softmax: input must have at least 1 dim");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    float* yr = po + r * D;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < D; ++j) mx = std::max(mx, xr[j]);
+    double s = 0;
+    for (int64_t j = 0; j < D; ++j) s += (yr[j] = std::exp(xr[j] - mx));
+    const float inv = float(1.0 / s);
+    for (int64_t j = 0; j < D; ++j) yr[j] *= inv;
+  }
+  if (!needs_grad({x})) return out;
+  record("softmax", out, {out}, [x, out, D, rows](const float* g) {
+    const float* py = out.data();
+    float* gx = grad_of(x);
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {  // dx = y * (g - sum(g * y))
+      const float *yr = py + r * D, *gr = g + r * D;
+      double dot = 0;
+      for (int64_t j = 0; j < D; ++j) dot += double(gr[j]) * yr[j];
+      for (int64_t j = 0; j < D; ++j) gx[r * D + j] += yr[j] * (gr[j] - float(dot));
+    }
+  });
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x) {
+  if (x.dim() < 1) throw Error("log_softmax: input must have at least 1 dim");
+  const int64_t D = x.size(-1), rows = x.numel() / D;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * D;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < D; ++j) mx = std::max(mx, xr[j]);
+    double s = 0;
+    for (int64_t j = 0; j < D; ++j) s += std::exp(double(xr[j] - mx));
+    const float lse = mx + float(std::log(s));
+    for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] - lse;
+  }
+  if (!needs_grad({x})) return out;
+  record("log_softmax", out, {out}, [x, out, D, rows](const float* g) {
+    const float* py = out.data();
+    float* gx = grad_of(x);
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {  // dx = g - softmax * sum(g)
+      const float *yr = py + r * D, *gr = g + r * D;
+      double s = 0;
+      for (int64_t j = 0; j < D; ++j) s += gr[j];
+      for (int64_t j = 0; j < D; ++j) gx[r * D + j] += gr[j] - std::exp(yr[j]) * float(s);
+    }
+  });
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const IntTensor& ids) {
+  if (weight.dim() != 2) throw Error("embedding: weight must be [V, D], got " + weight.shape().str());
+  const int64_t V = weight.size(0), D = weight.size(1), n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (ids.data()[i] < 0 || ids.data()[i] >= V)
+      throw Error("embedding: token id " + std::to_string(ids.data()[i]) + " out of range [0, " +
+                  std::to_string(V) + ")");
+  std::vector<int64_t> os = ids.shape().vec();
+  os.push_back(D);
+  Tensor out = Tensor::empty(Shape(os));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out.data() + i * D, weight.data() + int64_t(ids.data()[i]) * D, sizeof(float) * size_t(D));
+  if (!needs_grad({weight})) return out;
+  record("embedding", out, {}, [weight, ids, D, n](const float* g) {
+    float* gw = grad_of(weight);
+    for (int64_t i = 0; i < n; ++i) {  // scatter-add: repeated ids accumulate
+      float* row = gw + int64_t(ids.data()[i]) * D;
+      for (int64_t j = 0; j < D; ++j) row[j] += g[i * D + j];
+    }
+  });
+  return out;
+}
+
+Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t counter) {
+  if (!(p >= 0.f && p < 1.f))
+    throw Error("dropout: probability " + std::to_string(p) + " out of range (allowed: 0 <= p < 1)");
+  if (!training || p == 0.f) return x;
+  const int64_t n = x.numel();
+  const float scale = 1.f / (1.f - p);
+  // The mask is a pure function of (seed, counter, i): reproducible and thread-count independent.
+  Tensor mask = Tensor::empty(x.shape());
+  float* pm = mask.data();
+  const uint64_t stream = seed_mix(seed, counter);
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) pm[i] = uniform_at(stream, uint64_t(i)) < p ? 0.f : scale;
+  Tensor out = Tensor::empty(x.shape());
+  const float* px = x.data();
+  float* po = out.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] * pm[i];
+  if (!needs_grad({x})) return out;
+  record("dropout", out, {}, [x, mask, n](const float* g) {
+    const float* pm = mask.data();
+    float* gx = grad_of(x);
+    for (int64_t i = 0; i < n; ++i) gx[i] += g[i] * pm[i];
+  });
+  return out;
+}
+
+Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dim() != 3) throw Error("causal_conv1d: input must be [B, T, C], got " + x.shape().str());
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  if (weight.dim() != 3 || weight.size(0) != C || weight.size(1) != 1)
+    throw Error("causal_conv1d: weight " + weight.shape().str() + " does not match input " +
+                x.shape().str() + " (expected [" + std::to_string(C) + ", 1, K])");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != C))
+    throw Error("causal_conv1d: bias " + bias.shape().str() + " must be [" + std::to_string(C) + "]");
+  const int64_t K = weight.size(2);
+  Tensor out = Tensor::empty(x.shape());
+  const float *px = x.data(), *w = weight.data(), *b = bias.defined() ? bias.data() : nullptr;
+  float* po = out.data();
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelMin)
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t t = 0; t < T; ++t) {
+      float* yr = po + (bi * T + t) * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] = b ? b[c] : 0.f;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t ts = t - K + 1 + k;
+        if (ts < 0) continue;
+        const float* xr = px + (bi * T + ts) * C;
+        for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + k] * xr[c];
+      }
+    }
+  if (!needs_grad({x, weight, bias})) return out;
+  record("causal_conv1d", out, {x, weight}, [x, weight, bias, B, T, C, K](const float* g) {
+    const float *px = x.data(), *w = weight.data();
+    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    if (gx) {
+#pragma omp parallel for collapse(2) schedule(static) if (x.numel() > kParallelMin)
+      for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t ts = 0; ts < T; ++ts) {  // x[ts] feeds y[ts + K-1-k] through w[k]
+          float* gxr = gx + (bi * T + ts) * C;
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t t = ts + K - 1 - k;
+            if (t >= T) continue;
+            const float* gr = g + (bi * T + t) * C;
+            for (int64_t c = 0; c < C; ++c) gxr[c] += w[c * K + k] * gr[c];
+          }
+        }
+    }
+    for (int64_t bi = 0; bi < B && (gw || gb); ++bi)
+      for (int64_t t = 0; t < T; ++t) {
+        const float* gr = g + (bi * T + t) * C;
+        if (gb)
+          for (int64_t c = 0; c < C; ++c) gb[c] += gr[c];
+        if (gw)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t ts = t - K + 1 + k;
+            if (ts < 0) continue;
+            const float* xr = px + (bi * T + ts) * C;
+            for (int64_t c = 0; c < C; ++c) gw[c * K + k] += gr[c] * xr[c];
+          }
+      }
+  });
+  return out;
+}
+
+}  // namespace tri

@@ -1,0 +1,71 @@
+// The machine the framework runs on: GEMM backend, BLAS kernel, threads.
+// One call, set_threads(n), governs OpenMP (and so oneDNN, which runs on it) and OpenBLAS's
+// own pool together, so they never oversubscribe the cores.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tri {
+
+// Elements below which a loop runs on one thread: OpenMP's fork and join cost more than the
+// threads save on less work than this. Every parallel loop writes disjoint outputs, so the
+// threshold moves time, never bits.
+constexpr int64_t kParallelMin = int64_t(1) << 14;
+
+enum class GemmBackend { dnnl, openblas };
+
+struct RuntimeInfo {
+  std::string version;            // trilemma's
+  std::string build;              // the build type: Release, Debug, "Debug sanitized", ...
+  std::string gemm_backend;       // "dnnl" or "openblas"
+  std::string openblas_version;   // openblas_get_config()
+  std::string openblas_core;      // openblas_get_corename(), e.g. "Haswell"
+  bool openblas_core_generic;     // a pre-AVX kernel (Prescott, Core2, ...): ~5x slower GEMM
+  int openblas_threads;
+  std::string dnnl_version;       // "2.6.3"
+  std::string dnnl_isa;           // the ISA oneDNN dispatches to
+  int threads;                    // OpenMP threads
+  int physical_cores;
+  int logical_cpus;
+  std::string cpu_model;
+  std::string cpu_features;       // the vector ISA flags this build and CPU have
+  std::string mpi;                // the MPI library, "" when this build has none
+  int ranks;                      // MPI ranks of this job (1 outside mpirun)
+};
+
+// Row-major C = alpha * op(A) op(B) + beta * C on the selected backend.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc);
+// The same call on a named backend (benchmarks and tests compare them).
+void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc);
+
+// Floating-point operations done by sgemm calls (2 m n k each) and by kernels that report
+// theirs (add_flops: the attention kernel), since the process started; for GFLOP/s.
+int64_t flop_count();
+void add_flops(int64_t n);
+
+// Chooses the backend: "auto" (oneDNN: the faster on every size measured on this CPU, and
+// immune to OpenBLAS's kernel detection), "dnnl" or "openblas". Choosing OpenBLAS while it
+// runs a generic kernel prints a warning to stderr: it never runs slow silently.
+void set_gemm_backend(const std::string& name);
+GemmBackend gemm_backend();
+
+// Sets the thread count for OpenMP, oneDNN and OpenBLAS together; n <= 0 means the number
+// of physical cores.
+void set_threads(int n);
+int num_threads();
+int physical_cores();
+
+RuntimeInfo runtime_info();
+// Multi-line "key: value" description (trilemma info).
+std::string runtime_banner();
+// One line (two with a warning) for the output of a measurement: version, GEMM backend and
+// ISA or kernel, threads, CPU.
+std::string runtime_summary();
+// A warning when GEMM runs on a slow kernel (OpenBLAS's generic one), else empty.
+std::string runtime_warning();
+
+}  // namespace tri
