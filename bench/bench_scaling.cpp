@@ -47,28 +47,75 @@ struct Settings {
 };
 
 struct Measurement {
-  std::string family, what, pos;
-  int64_t window;  // attention's sliding window; 0: none (the row has no window field)
+  std::string family, what, pos;  // family: the variant (ModelConfig::variant)
+  int64_t window, n_layers;  // attention's sliding window; 0: none (the row has no window field)
   int64_t T, batch;
   double ms;
   std::optional<int64_t> peak_bytes;  // none for decode
   int64_t state_bytes;                // the model's, per sequence, after T tokens
+  std::vector<int64_t> layer_state_bytes;  // the same, per layer
   int repeats;                        // timings the median is taken over
 };
 
 
-ModelConfig scaling_model(const std::string& family, const Settings& s, int64_t window = 0) {
-  ModelConfig cfg = ModelConfig::of(family);
-  if (window) cfg.options<MultiHeadAttentionOptions>().window = window;
+// cfg (a family or a stack) at the bench's shape: no MLP, RoPE where every layer's family takes
+// it, else no positions; then `overrides` (a variant's own options) on top.
+ModelConfig scaling_model(ModelConfig cfg, const Settings& s, const TextMap& overrides = {}) {
   cfg.vocab = kVocab;
   cfg.d_model = s.d_model;
   cfg.n_layers = s.n_layers;
   cfg.mlp = "none";
-  const std::vector<std::string>& positions = cfg.spec().positions;
-  cfg.pos = std::find(positions.begin(), positions.end(), "rope") != positions.end() ? "rope" : "none";
+  cfg.pos = "rope";
+  for (const std::string& f : cfg.layer_families()) {
+    const std::vector<std::string>& positions = family_spec(f).positions;
+    if (std::find(positions.begin(), positions.end(), "rope") == positions.end()) cfg.pos = "none";
+  }
   if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = s.heads;
+  for (OptionsBox<Options>& box : cfg.other_mixers)
+    if (auto* heads = dynamic_cast<HeadOptions*>(box.get())) heads->n_heads = s.heads;
   cfg.max_seq_len = s.lens.back() + s.decode_tokens;
-  return as_usage_error([&] { return cfg.checked(); });
+  return as_usage_error([&] {
+    read_text(cfg, overrides, false);
+    return cfg.checked();
+  });
+}
+
+ModelConfig family_model(const std::string& family, const Settings& s, int64_t window = 0) {
+  ModelConfig cfg = ModelConfig::of(family);
+  if (window) cfg.options<MultiHeadAttentionOptions>().window = window;
+  return scaling_model(cfg, s);
+}
+
+// --variant MIXERS[:KEY=VALUE...]: a stack (mixers joined by '+') and its options.
+ModelConfig variant_model(const std::string& spec, const Settings& s) {
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= spec.size();) {
+    const size_t colon = std::min(spec.find(':', start), spec.size());
+    parts.push_back(spec.substr(start, colon - start));
+    start = colon + 1;
+  }
+  TextMap overrides;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--variant " + spec + ": '" + parts[i] + "' is not KEY=VALUE (allowed: MIXERS[:KEY=VALUE...])");
+    overrides[parts[i].substr(0, eq)] = parts[i].substr(eq + 1);
+  }
+  ModelConfig cfg;
+  cfg.mixers = parts[0];
+  if (parts[0].find('+') == std::string::npos) cfg.family = parts[0], cfg.mixers.clear();
+  as_usage_error([&] {
+    TextMap no_text;
+    read_text(cfg, no_text, false);  // the option boxes follow the families named
+    for (const std::string& f : cfg.layer_families()) family_spec(f);
+    return 0;
+  });
+  const std::vector<std::string> keys = field_keys(cfg);
+  for (const auto& [key, value] : overrides)
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw UsageError("--variant " + spec + ": '" + key + "' is not an option of " + cfg.name() +
+                       " (allowed: see `trilemma train --help`)");
+  return scaling_model(cfg, s, overrides);
 }
 
 Batch task_batch(int64_t T, int64_t rows) {
@@ -131,20 +178,25 @@ std::vector<double> decode_ms_per_token(LanguageModel& model, const Settings& s)
 Json measurement_json(const Measurement& m, const Settings& s) {
   Json j = {{"model", m.family},       {"what", m.what},
             {"seq_len", m.T},          {"batch", m.batch},
-            {"d_model", s.d_model},    {"n_layers", s.n_layers},
+            {"d_model", s.d_model},    {"n_layers", m.n_layers},
             {"ms", m.ms},              {"peak_bytes", m.peak_bytes ? Json(*m.peak_bytes) : Json(nullptr)},
             {"state_bytes", m.state_bytes}, {"repeats", m.repeats},
             {"pos", m.pos},            {"heads", s.heads},
             {"vocab", kVocab},         {"task", kTask},
             {"threads", num_threads()}};
   if (m.window) j["window"] = m.window;
+  j["layer_state_bytes"] = m.layer_state_bytes;
   return j;
 }
 
-// Attention's sliding window in cfg (0: none, or another family).
+// The sliding window of cfg's attention layers (0: none, or no attention layer).
 int64_t window_of(const ModelConfig& cfg) {
-  const auto* attention = dynamic_cast<const MultiHeadAttentionOptions*>(cfg.mixer.get());
-  return attention ? attention->window : 0;
+  for (int64_t i = 0; i < cfg.n_layers; ++i) {
+    const ModelConfig layer = cfg.layer(i);
+    if (const auto* attention = dynamic_cast<const MultiHeadAttentionOptions*>(layer.mixer.get()))
+      return attention->window;
+  }
+  return 0;
 }
 
 // The table's name of a series: the family, and its window when it has one.
@@ -190,10 +242,14 @@ int scaling_rows(const po::variables_map& vm, bool decode_only) {
   const bool json = vm["json"].as<bool>();
   const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "";
   std::vector<ModelConfig> configs;
-  for (const std::string& f : s.families) configs.push_back(scaling_model(f, s));  // all checked first
-  if (s.window) configs.push_back(scaling_model("attention", s, s.window));
-  // The model column: wide enough for a windowed series' name.
-  const int name_width = std::max(10, int(series_name("attention", s.window).size()));
+  for (const std::string& f : s.families) configs.push_back(family_model(f, s));  // all checked first
+  if (s.window) configs.push_back(family_model("attention", s, s.window));
+  if (vm.count("variant"))
+    for (const std::string& spec : vm["variant"].as<std::vector<std::string>>()) configs.push_back(variant_model(spec, s));
+  // The model column: wide enough for every series' name.
+  int name_width = 10;
+  for (const ModelConfig& cfg : configs)
+    name_width = std::max(name_width, int(series_name(cfg.variant(), window_of(cfg)).size()));
 
   if (!json)
     std::printf("scaling: B=%lld D=%lld layers=%lld heads=%lld, task %s (vocab %lld), no MLP; median of %d "
@@ -218,24 +274,26 @@ int scaling_rows(const po::variables_map& vm, bool decode_only) {
   };
   for (const ModelConfig& cfg : configs) {
     LanguageModel decoder(cfg, 1);
-    const int64_t window = window_of(cfg);
+    const int64_t window = window_of(cfg), layers = cfg.n_layers;
+    const std::string name = cfg.variant();
     if (!decode_only) {
       const std::vector<StepCost> costs = model_step_costs(cfg, s);
       for (size_t i = 0; i < s.lens.size(); ++i)
-        report({cfg.family, "model", cfg.pos, window, s.lens[i], s.batch, costs[i].ms, costs[i].peak_bytes,
-                decoder.state_bytes(s.lens[i]), s.repeats});
+        report({name, "model", cfg.pos, window, layers, s.lens[i], s.batch, costs[i].ms, costs[i].peak_bytes,
+                decoder.state_bytes(s.lens[i]), decoder.layer_state_bytes(s.lens[i]), s.repeats});
     }
-    for (int64_t T : decode_only ? std::vector<int64_t>{} : s.lens) {
+    // A hybrid's layers are not one mixer: its rows are the model's and decode's.
+    for (int64_t T : decode_only || cfg.hybrid() ? std::vector<int64_t>{} : s.lens) {
       const MixerCost m = measure_mixer(cfg, s.batch, T, s.repeats);
-      report({cfg.family, "mixer", cfg.pos, window, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
-              s.repeats});
+      report({name, "mixer", cfg.pos, window, layers, T, s.batch, m.cost.ms, m.cost.peak_bytes, decoder.state_bytes(T),
+              decoder.layer_state_bytes(T), s.repeats});
     }
     const std::vector<double> decode_ms = decode_ms_per_token(decoder, s);
     // A growing KV cache leaves blocks of every length in the tensor cache: give them back.
     memory_release_cache();
     for (size_t i = 0; i < s.lens.size(); ++i)
-      report({cfg.family, "decode", cfg.pos, window, s.lens[i], 1, decode_ms[i], std::nullopt,
-              decoder.state_bytes(s.lens[i]), s.decode_tokens});
+      report({name, "decode", cfg.pos, window, layers, s.lens[i], 1, decode_ms[i], std::nullopt,
+              decoder.state_bytes(s.lens[i]), decoder.layer_state_bytes(s.lens[i]), s.decode_tokens});
   }
   if (!out.empty()) {
     write_text_atomically(out, lines);

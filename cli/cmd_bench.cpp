@@ -71,6 +71,10 @@ void bench_options(CommandOptions& o) {
       ("window", po::value<int>()->value_name("W")->default_value(0)->notifier(in_range("window", 0, 16384)),
        "scaling, decode: also measure attention with a sliding window of W positions, a series after the "
        "others (its rows carry \"window\": W); 0 = none")
+      ("variant", po::value<std::vector<std::string>>()->value_name("SPEC")->composing(),
+       "scaling, decode: one more series (repeatable): MIXERS[:KEY=VALUE...], the mixers a hybrid's layers take "
+       "in turn joined by '+', then model options, e.g. mamba+attention or "
+       "linear:feature-map=taylor:feature-dim=16:short-conv=3:pos=none")
       ("decode-tokens", po::value<int>()->value_name("N")->default_value(16)
                             ->notifier(in_range("decode-tokens", 1, 4096)),
        "scaling, decode: generated tokens timed at each context length")

@@ -108,7 +108,7 @@ void print_table(const std::vector<EvalResult>& results) {
 
 Json json_report(const std::string& checkpoint, int64_t step, const ModelConfig& model, const TaskConfig& task,
                  const EvalSettings& s, const std::vector<EvalResult>& results) {
-  Json j = {{"checkpoint", checkpoint}, {"step", step},         {"model", model.family},
+  Json j = {{"checkpoint", checkpoint}, {"step", step},         {"model", model.name()},
             {"task", config_json(task)}, {"batches", s.batches}, {"batch", s.batch_size},
             {"seed", s.seed},           {"results", Json::array()}};
   for (const EvalResult& r : results) {
@@ -188,7 +188,7 @@ int run_eval(const po::variables_map& vm) {
     return 0;
   }
   std::printf("checkpoint %s: step %lld, model %s, %s\n", path.c_str(), (long long)loaded.meta.step,
-              saved.model.family.c_str(), task_words(task).c_str());
+              saved.model.name().c_str(), task_words(task).c_str());
   std::printf("evaluation stream of seed %llu: %lld batch%s of %lld rows per length\n", (unsigned long long)s.seed,
               (long long)s.batches, s.batches == 1 ? "" : "es", (long long)s.batch_size);
   print_table(results);

@@ -85,7 +85,7 @@ int run_generate(const po::variables_map& vm) {
                      " (rows of the evaluation stream are decoded for tasks with a generated answer, such as copy)");
   const uint64_t seed = uint64_t(vm.count("seed") ? vm["seed"].as<int64_t>() : c.run.seed);
   std::printf("checkpoint %s: step %lld, model %s, task %s, vocab %lld\n", path.c_str(), (long long)loaded.meta.step,
-              c.model.family.c_str(), c.task.task.c_str(), (long long)c.model.vocab);
+              c.model.name().c_str(), c.task.task.c_str(), (long long)c.model.vocab);
   if (prompted) return generate_from_prompt(loaded, prompt, max_new);
   return generate_rows(loaded, vm["rows"].as<int64_t>(), seed);
 }

@@ -46,7 +46,7 @@ std::string default_run_name(const RunConfig& c) {
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return c.model.family + "-" + c.task.task + "-" + stamp;
+  return c.model.name() + "-" + c.task.task + "-" + stamp;
 }
 
 // A new run's config, from the options given; its folder is created only after every check.
@@ -126,7 +126,7 @@ RunConfig new_run_config(const po::variables_map& vm) {
     return RunConfig::of(vm["model"].as<std::string>(), vm["task"].as<std::string>());
   });
   read_given(vm, c);
-  refuse_foreign(vm, c, run_options(), "model " + c.model.family + " on task " + c.task.task);
+  refuse_foreign(vm, c, run_options(), "model " + c.model.name() + " on task " + c.task.task);
   as_usage_error([&] {
     c.resolve();
     c.validate();

@@ -28,13 +28,32 @@ struct ModelConfig : Options {
   // scheme, which keeps the residual stream's variance from growing with depth.
   bool rescale_residual = false;
   int64_t max_seq_len = 0;           // learned positions' table size; 0: the task's seq-len
+  // A hybrid stack: the layers' families in turn, "mamba,attention" (layer i takes entry i mod n,
+  // with its family's options); empty: every layer is `family`. Its first entry is the family
+  // (the final norm's, the run's name). Written with commas; spaces and '+' also separate.
+  std::string mixers;
   OptionsBox<Options> mixer;         // the family's own options (FamilySpec::options)
+  // The options of the other families `mixers` names, in order of first appearance. An option
+  // key two families share (n-heads, bias) has one value, which both take.
+  std::vector<OptionsBox<Options>> other_mixers;
 
   ModelConfig();  // attention with every default
   // `family` with every default (its options included); an Error names the known families.
   static ModelConfig of(const std::string& family);
 
   const FamilySpec& spec() const;
+  // The family of each entry of `mixers` ({family} when it is empty).
+  std::vector<std::string> layer_families() const;
+  bool hybrid() const { return !mixers.empty(); }
+  // The family, or a hybrid's families joined by '+' ("mamba+attention"): for names and screens.
+  std::string name() const;
+  // The architecture as reports tell variants apart: name(), then each option that makes a
+  // variant of a family (feature-map, feature-dim, short-conv) where it is not its default, e.g.
+  // "linear feature-map=taylor feature-dim=16 short-conv=3". Not the window: reports read it
+  // apart, with its reach.
+  std::string variant() const;
+  // Layer i's config: its family with that family's options, the shared fields as here.
+  ModelConfig layer(int64_t i) const;
   // The family's options as T (T may be a base of them); an Error when they are not.
   template <class T>
   T& options() {
@@ -56,6 +75,11 @@ struct ModelConfig : Options {
   ModelConfig checked() const;
 
  private:
+  // With `mixers` set, makes the option boxes follow it (family := its first entry): a box of
+  // another family's kind is replaced by the defaults of the right one. Run inside visit(), so a
+  // reader that sets mixers gets the options of the families it named.
+  void follow_families();
+  void validate_hybrid() const;  // each layer's config, and the list against n-layers
   template <class T>
   T& cast(Options* o) const {
     T* t = dynamic_cast<T*>(o);

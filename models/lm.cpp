@@ -25,7 +25,7 @@ LanguageModel::LanguageModel(const ModelConfig& config, uint64_t seed) : cfg_(co
     add_parameter("backbone.pos_embedding.weight", pos_embedding, false);
   }
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    layers.push_back(std::make_unique<Block>(cfg, rng));
+    layers.push_back(std::make_unique<Block>(cfg.layer(i), rng));
     add_module("backbone.layers." + std::to_string(i), *layers.back());
   }
   norm_f = std::make_unique<Norm>(cfg.spec().norm, D);
@@ -69,8 +69,14 @@ Tensor LanguageModel::loss(const IntTensor& ids, const IntTensor& targets) {
 
 int64_t LanguageModel::state_bytes(int64_t T) const {
   int64_t n = 0;
-  for (const auto& layer : layers) n += layer->mixer->state_bytes(T);
+  for (int64_t b : layer_state_bytes(T)) n += b;
   return n;
+}
+
+std::vector<int64_t> LanguageModel::layer_state_bytes(int64_t T) const {
+  std::vector<int64_t> out;
+  for (const auto& layer : layers) out.push_back(layer->mixer->state_bytes(T));
+  return out;
 }
 
 DecodeState LanguageModel::new_decode_state(int64_t batch) const {

@@ -3,8 +3,9 @@
 //                                             §8 formula) or learned backbone.pos_embedding
 //                                             [max_seq_len, D] are added here; rope and alibi
 //                                             act inside attention; none adds nothing
-//   x = layers[i](x)    i = 0 .. n_layers-1   backbone.layers.i (Block)
-//   logits = lm_head(norm_f(x))               norm_f: the family's norm (LayerNorm; RMSNorm for mamba);
+//   x = layers[i](x)    i = 0 .. n_layers-1   backbone.layers.i (Block); in a hybrid stack
+//                                             (--mixers) layer i is of family mixers[i mod n]
+//   logits = lm_head(norm_f(x))               norm_f: the (first) family's norm (LayerNorm; RMSNorm for mamba);
 //                                             lm_head [V, D], or the embedding when tied
 // Init: embedding and learned positions ~ N(0, 0.02^2) (GPT-2, mamba_ssm), linears PyTorch's
 // default, norms ones/zeros, the Mamba mixer its own.
@@ -32,8 +33,9 @@ class LanguageModel : public Module {
 
   Tensor forward(const IntTensor& ids);                             // [B, T] -> logits [B, T, V]
   Tensor loss(const IntTensor& ids, const IntTensor& targets);      // mean cross-entropy
-  // Recurrent state bytes per sequence after T tokens, summed over layers.
+  // Recurrent state bytes per sequence after T tokens, summed over layers; and per layer.
   int64_t state_bytes(int64_t T) const;
+  std::vector<int64_t> layer_state_bytes(int64_t T) const;
 
   // Step-by-step decoding (no grad): ids [B, 1] -> logits [B, 1, V]; positions advance.
   DecodeState new_decode_state(int64_t batch) const;

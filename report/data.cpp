@@ -100,6 +100,9 @@ ScalingRow parse_scaling(const Json& j) {
   s.window = std::max<int64_t>(0, opt_int(j, "window").value_or(0));
   s.peak_bytes = opt_number(j, "peak_bytes");
   s.state_bytes = opt_number(j, "state_bytes");
+  if (j.contains("layer_state_bytes") && j["layer_state_bytes"].is_array())
+    for (const Json& b : j["layer_state_bytes"])
+      if (b.is_number()) s.layer_state_bytes.push_back(b.get<double>());
   return s;
 }
 
@@ -359,11 +362,12 @@ std::vector<ScalingSeries> scaling_series(const Sweep& sweep) {
     const std::string label = shapes[r.what].size() > 1 ? variant + " " + shape_of(r) : variant;
     auto s = std::find_if(out.begin(), out.end(),
                           [&](const ScalingSeries& x) { return x.what == r.what && x.label == label; });
-    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, r.window, {}, {}, {}, {}, {}});
+    if (s == out.end()) s = out.insert(out.end(), ScalingSeries{r.what, r.model, label, r.window, {}, {}, {}, {}, {}, {}});
     const double t = double(r.seq_len);
     s->ms.emplace_back(t, r.ms);
     if (r.peak_bytes) s->peak_bytes.emplace_back(t, *r.peak_bytes);
     if (r.state_bytes) s->state_bytes.emplace_back(t, *r.state_bytes);
+    if (!r.layer_state_bytes.empty()) s->layer_state_bytes[t] = r.layer_state_bytes;
   }
   for (ScalingSeries& s : out) {
     for (auto* v : {&s.ms, &s.peak_bytes, &s.state_bytes}) std::sort(v->begin(), v->end());

@@ -50,6 +50,7 @@ struct ScalingRow {
   int64_t window = 0;  // attention's window (0: full attention)
   double ms = 0;
   std::optional<double> peak_bytes, state_bytes;
+  std::vector<double> layer_state_bytes;  // per layer (rows written before it: empty)
 };
 
 struct Sweep {
@@ -125,6 +126,7 @@ struct ScalingSeries {
   std::string what, model, label;  // label: the model (and window), plus the shape when a "what" has several
   int64_t window = 0;
   std::vector<std::pair<double, double>> ms, peak_bytes, state_bytes;  // (seq_len, value)
+  std::map<double, std::vector<double>> layer_state_bytes;             // by seq_len
   PowerFit time_fit, memory_fit;
 };
 std::vector<ScalingSeries> scaling_series(const Sweep& sweep);

@@ -127,6 +127,8 @@ void find_state_bytes(TriangleRow& row, const std::vector<ScalingSeries>& series
   if (!source) return;
   const auto& pts = source->state_bytes;  // sorted by T
   auto exact = std::find_if(pts.begin(), pts.end(), [](const auto& p) { return p.first == kStateSeqLen; });
+  if (auto layers = source->layer_state_bytes.find(kStateSeqLen); layers != source->layer_state_bytes.end())
+    row.layer_state_bytes = layers->second;
   if (exact != pts.end()) {
     row.state_bytes = exact->second;
     row.state_note = "measured (" + source->what + ")";
@@ -173,6 +175,10 @@ TriangleRow variant_row(const std::string& model, int64_t window, const std::vec
     if (time_series->memory_fit.ok) row.memory_exponent = time_series->memory_fit.exponent;
   }
   find_state_bytes(row, series);
+  for (const ScalingSeries& s : series)
+    if (s.what == "decode" && s.model == model && s.window == window)
+      for (const auto& [t, ms] : s.ms)
+        if (t == kStateSeqLen) row.decode_ms = ms;
   return row;
 }
 
@@ -183,6 +189,13 @@ std::string values_text(const Verdict& v) {
     const std::string n = format_number(x.value, "%.3f");
     s += (s.empty() ? "" : ", ") + (x.counted ? n : "(" + n + ")");
   }
+  return s.empty() ? "-" : s;
+}
+
+// "4864 + 16384": each layer's state bytes, or "-".
+std::string layers_text(const std::vector<double>& bytes) {
+  std::string s;
+  for (double b : bytes) s += (s.empty() ? "" : " + ") + format_number(b, "%.0f");
   return s.empty() ? "-" : s;
 }
 
@@ -244,7 +257,8 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
   Table t{"The trilemma",
           {"variant", "needle d", "needle acc per seed", "needle n", "needle 95% interval", "receptive field",
            "time exponent", "time exponent 95% interval", "memory exponent", "linear cost",
-           "state bytes at T=" + format_number(kStateSeqLen, "%g"), "state bytes from", "MQAR acc per seed", "MQAR n",
+           "state bytes at T=" + format_number(kStateSeqLen, "%g"), "state bytes from", "state bytes per layer",
+           "decode ms/token at T=" + format_number(kStateSeqLen, "%g"), "MQAR acc per seed", "MQAR n",
            "MQAR 95% interval", "matching", "corners held", "needle+distractors acc per seed",
            "needle+distractors"},
           {},
@@ -256,7 +270,8 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
                       interval_text(r.receptive_field.interval, "%.3f"), r.receptive_field.text(),
                       format_number(r.linear_cost.value, "%.2f"), interval_text(r.linear_cost.interval, "%.2f"),
                       format_number(r.memory_exponent, "%.2f"), r.linear_cost.text(), format_number(r.state_bytes, "%.0f"),
-                      r.state_note.empty() ? "-" : r.state_note, values_text(r.precise_matching),
+                      r.state_note.empty() ? "-" : r.state_note, layers_text(r.layer_state_bytes),
+                      format_number(r.decode_ms, "%.3f"), values_text(r.precise_matching),
                       std::to_string(r.precise_matching.n), interval_text(r.precise_matching.interval, "%.3f"),
                       r.precise_matching.text(), held.empty() ? "none" : joined(held, " + "),
                       values_text(r.needle_distractors), r.needle_distractors.text()});
@@ -277,7 +292,9 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
       "receptive field is; holding it needs the key matched at the farthest distance, not only reached. ",
       kReceptiveFieldAcc, kLearnedAcc, kMinSeeds, kPreciseMatchingAcc, kLearnedAcc, kMinSeeds, kLinearCostExponent);
   t.caption = std::string(rules) + "Exponents fitted as in the scaling table; state bytes per sequence at T=" +
-              format_number(kStateSeqLen, "%g") + " (decode rows, else model rows). Also in " + sweep.dir +
+              format_number(kStateSeqLen, "%g") + " (decode rows, else model rows), in total and per layer where "
+              "measured there; decode: the median time per generated token, one sequence, with that many tokens of "
+              "context (decode rows). Also in " + sweep.dir +
               "/triangle.json. " + made_by(sweep);
   return {t};
 }
@@ -295,6 +312,8 @@ Json triangle_json(const Sweep& sweep, const std::vector<TriangleRow>& rows) {
          {"nearest_needle_distance", optional_json(r.nearest_distance)},
          {"state_bytes", optional_json(r.state_bytes)},
          {"state_bytes_from", r.state_note},
+         {"layer_state_bytes", r.layer_state_bytes},
+         {"decode_ms_per_token", optional_json(r.decode_ms)},
          {"exponents",
           {{"time", optional_json(cost.value)},
            {"time_interval", cost.interval ? Json::array({cost.interval->first, cost.interval->second}) : Json()},

@@ -30,6 +30,8 @@ struct TriangleRow {
   Verdict receptive_field, linear_cost, precise_matching;
   Verdict needle_distractors;  // the needle with values among the fillers: matching at a distance
   std::optional<double> memory_exponent, state_bytes;
+  std::vector<double> layer_state_bytes;  // per layer at kStateSeqLen, where measured there
+  std::optional<double> decode_ms;        // per generated token with kStateSeqLen tokens of context
   std::string time_fit_range;  // "T = 512..2048 (3 points)"
   std::string state_note;      // how state_bytes was found ("measured (decode)", "extrapolated ...")
 

@@ -33,15 +33,23 @@ def text(value):
 def model_config(saved, path):
     """ModelConfig's shared fields and the family's options (models.SHARED, FAMILY_OPTIONS) from
     the checkpoint's /config, whose attributes are text under the CLI names: model -> family,
-    dashes -> underscores; an option of ADDED_LATER that a config saved before it lacks takes its
+    dashes -> underscores, and the options of every family a hybrid's mixers name; an option of ADDED_LATER that a config saved before it lacks takes its
     default (attention's window: 0). Conventions the twin follows are checked too (rope-style)."""
     family = text(saved["model"]) if "model" in saved else fail(f"{path}: /config has no attribute 'model'")
     if family not in FAMILY_OPTIONS:
         fail(f"{path}: /config model = '{family}' has no PyTorch twin (known: {', '.join(FAMILY_OPTIONS)})")
     if "rope-style" in saved and text(saved["rope-style"]) != "half":
         fail(f"{path}: /config rope-style = '{text(saved['rope-style'])}'; the twin rotates the pairs (i, i + Dh/2): half")
+    mixers = text(saved["mixers"]) if "mixers" in saved else ""
+    families = [family] + [f for f in mixers.replace("+", ",").replace(" ", ",").split(",") if f]
+    for f in families:
+        if f not in FAMILY_OPTIONS:
+            fail(f"{path}: /config mixers = '{mixers}' names '{f}', which has no PyTorch twin (known: {', '.join(FAMILY_OPTIONS)})")
+    fields = dict(SHARED)
+    for f in families:  # an option two families share has one value
+        fields.update(FAMILY_OPTIONS[f])
     cfg = {}
-    for field, default in dict(SHARED, **FAMILY_OPTIONS[family]).items():
+    for field, default in fields.items():
         key = "model" if field == "family" else field.replace("_", "-")
         if key not in saved and field in ADDED_LATER:
             cfg[field] = default

@@ -55,7 +55,8 @@ def check(checkpoint, dump):
     max_abs = float(np.abs(ref - logits).max())
     scaled = max_abs / max(1.0, float(np.abs(ref).max()))
     ok = scaled <= TOLERANCE
-    print(f"{cfg['family']}: max abs error {max_abs:.3g}, scaled {scaled:.3g} (tolerance {TOLERANCE:g}) "
+    name = cfg["mixers"].replace(",", "+") or cfg["family"]  # a hybrid's mixers, as trilemma names it
+    print(f"{name}: max abs error {max_abs:.3g}, scaled {scaled:.3g} (tolerance {TOLERANCE:g}) "
           f"{'ok' if ok else 'FAILED'}  [{checkpoint}, {dump}]")
     return ok
 

@@ -241,7 +241,9 @@ std::string run_id(const RunConfig& config) {
   write_text(config, text);
   // A field added to the config later is left out while it holds its default, so the runs of
   // an existing grid keep their ids (and folders) when the config gains a field.
-  write_text(RunConfig::of(config.model.family, config.task.task), defaults);
+  RunConfig default_config = RunConfig::of(config.model.family, config.task.task);
+  default_config.model.mixers = config.model.mixers;  // the defaults of every family it stacks
+  write_text(default_config, defaults);
   for (const std::string& k : added_later_keys(config))
     if (text.at(k) == defaults.at(k)) text.erase(k);
   std::string canonical;
@@ -249,7 +251,7 @@ std::string run_id(const RunConfig& config) {
     if (!is_execution_key(k)) canonical += k + "=" + v + "\n";
   char hex[20];
   std::snprintf(hex, sizeof hex, "%012llx", (unsigned long long)(fnv1a(canonical.data(), canonical.size()) >> 16));
-  return config.model.family + "-" + config.task.task + "-" + hex;
+  return config.model.name() + "-" + config.task.task + "-" + hex;
 }
 
 Grid read_grid(const std::string& path, const TextMap& overrides) {

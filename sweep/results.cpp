@@ -155,12 +155,13 @@ Json result_row(const SweepRun& run, const std::string& dir, const Grid& grid) {
   row["section"] = run.section;
   row["status"] = status;
   row["error"] = status == "failed" ? Json(first_line(error_path(dir, run.id))) : Json();
-  row["model"] = run.config.model.family;
+  row["model"] = run.config.model.variant();  // the family, or the hybrid or variant it is
   row["task"] = run.config.task.task;
   row["config"] = config;
   row["varying"] = grid.varying;
   row["parameters"] = value_or_null(s, "parameters");
   row["state_bytes"] = value_or_null(s, "state_bytes_per_sequence");
+  row["state_bytes_per_layer"] = value_or_null(s, "state_bytes_per_layer");
   row["step"] = value_or_null(s, "step");
   row["steps"] = run.config.run.steps;
   row["wall_s"] = value_or_null(s, "elapsed_s");

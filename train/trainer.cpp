@@ -263,7 +263,7 @@ void Trainer::begin_loop(Loop& loop) {
   loop.first_step = step_;
   loop.interval_start = Clock::now();
   std::printf("training %s on %s: %lld parameters, steps %lld..%lld, batch %lld x %lld tokens\n",
-              config_.model.family.c_str(), config_.task.task.c_str(), (long long)model_->num_parameters(),
+              config_.model.name().c_str(), config_.task.task.c_str(), (long long)model_->num_parameters(),
               (long long)step_ + 1, (long long)rs.steps, (long long)loop.B, (long long)loop.T);
   std::fflush(stdout);
 }

@@ -115,6 +115,7 @@ void Trainer::write_summary(const std::string& status) const {
   j["best_step"] = best_step_ >= 0 ? Json(best_step_) : Json();
   j["parameters"] = model_->num_parameters();
   j["state_bytes_per_sequence"] = model_->state_bytes(config_.task.length());
+  j["state_bytes_per_layer"] = model_->layer_state_bytes(config_.task.length());
   j["params_fnv1a"] = params_hash();
   j["elapsed_s"] = sec;
   j["tokens_per_s"] = sec > 0 ? double(tokens_seen_) / sec : NAN;

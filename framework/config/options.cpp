@@ -43,9 +43,9 @@ void FieldVisitor::int_list(const std::string& key, std::vector<int64_t>& v, Int
   on(s, v);
 }
 
-void FieldVisitor::text(const std::string& key, std::string& v, const std::string& help) {
+void FieldVisitor::text(const std::string& key, std::string& v, const std::string& help, FieldAge age) {
   TextSpec s;
-  s.key = key, s.help = help;
+  s.key = key, s.help = help, s.added_later = age == FieldAge::added_later;
   on(s, v);
 }
 

@@ -98,7 +98,7 @@ class FieldVisitor {
               const std::string& help, FieldAge age = FieldAge::original);
   void int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
   void optional_int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
-  void text(const std::string& key, std::string& v, const std::string& help);
+  void text(const std::string& key, std::string& v, const std::string& help, FieldAge age = FieldAge::original);
   // A convention stated in saved configs (a ChoiceSpec with fixed set): `only` is its one
   // allowed value, and its default.
   void fixed(const std::string& key, std::string& v, const std::string& only, const std::string& help);

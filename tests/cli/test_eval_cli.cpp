@@ -42,6 +42,7 @@ const Trained kTrained[] = {
      "--model attention --pos rope --window 8 --steps 150 --warmup 10 --eval-every 150"},
     {"linear", "linear", "--model linear --steps 300 --warmup 10 --eval-every 300"},
     {"mamba", "mamba", "--model mamba --steps 1000 --warmup 10 --eval-every 1000"},
+    {"hybrid", "mamba+attention", "--mixers mamba,attention --steps 300 --warmup 10 --eval-every 300"},
 };
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -2,7 +2,8 @@
 //  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
 //    growing prefix (attention with RoPE, linear attention, Mamba; windowed attention with every
 //    position encoding, its windows shorter than the decoded length, so the KV cache's ring buffer
-//    wraps), and stops at the stop token;
+//    wraps), hybrid stacks (a KV cache in the attention layers, (S, z) or Mamba's state in the
+//    others), and stops at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -29,11 +30,13 @@ namespace {
 struct Family {
   std::string family, pos;
   int64_t window = 0;  // attention's
+  std::string mixers;  // a hybrid stack: family is its first entry
 };
 const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"mamba", "none"},             {"attention", "rope", 5},
                             {"attention", "alibi", 3},     {"attention", "none", 4},
-                            {"attention", "sinusoidal", 6}, {"attention", "learned", 1}};
+                            {"attention", "sinusoidal", 6}, {"attention", "learned", 1},
+                            {"mamba", "none", 0, "mamba,attention"}, {"linear", "learned", 3, "linear,attention"}};
 
 ModelConfig small(const Family& f, int64_t vocab) {
   ModelConfig c = ModelConfig::of(f.family);
@@ -42,6 +45,7 @@ ModelConfig small(const Family& f, int64_t vocab) {
   c.d_model = 32;
   c.n_layers = 2;
   set_options(c, {{"n-heads", "4"}});
+  if (!f.mixers.empty()) set_options(c, {{"mixers", f.mixers}});
   if (f.window) set_options(c, {{"window", std::to_string(f.window)}});
   c.mlp = f.family == "mamba" ? "none" : "gelu";
   c.max_seq_len = 128;
@@ -88,6 +92,7 @@ TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
+    CAPTURE(f.mixers);
     LanguageModel m(small(f, 13), 7);
     spread_embeddings(m, 8);
     for (uint64_t seed : {1, 2, 3}) {

@@ -250,6 +250,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     TextMap text;
     write_text(cfg, text);
     covered.insert(cfg.family);
+    if (cfg.hybrid()) covered.insert("hybrid " + cfg.name());
     if (cfg.family == "attention") covered.insert("attention pos " + cfg.pos);
     if (cfg.family == "attention" && text.at("window") != "0") covered.insert("attention window pos " + cfg.pos);
     if (cfg.family == "linear") covered.insert("linear " + text.at("feature-map"));
@@ -272,7 +273,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
         "attention window pos sinusoidal", "attention window pos learned", "attention window pos rope",
         "attention window pos alibi", "linear elu",
         "linear relu", "linear identity", "linear rope", "mamba selective", "mamba lti", "norm pre",
-        "norm post", "mlp none", "mlp gelu", "tied"}) {
+        "norm post", "mlp none", "mlp gelu", "tied", "hybrid mamba+attention", "hybrid linear+attention"}) {
     INFO("models.h5 has no case for " << need);
     CHECK(covered.count(need) == 1);
   }

@@ -138,10 +138,10 @@ fs::path make_sweep(const std::string& name, const Fixture& fx = {}) {
                       {"state_bytes", model == 0 ? 512.0 * t : 2048.0 * (model + 1)}, {"repeats", 3}};
           scaling += row.dump() + "\n";
         }
-    // Mamba's decode was also measured at T = 4096: read, not extrapolated.
+    // Mamba's decode was also measured at T = 4096, with its layers' state: read, not extrapolated.
     scaling += Json{{"model", "mamba"}, {"what", "decode"}, {"seq_len", 4096}, {"batch", 4}, {"d_model", 128},
                     {"n_layers", 2}, {"ms", 0.5}, {"peak_bytes", nullptr},
-                    {"state_bytes", 2048.0 * 3}}.dump() + "\n";
+                    {"state_bytes", 2048.0 * 3}, {"layer_state_bytes", {2048.0, 4096.0}}}.dump() + "\n";
     for (const char* what : {"model", "mixer", "decode"})
       for (int t : kScalingT)
         if (fx.windowed)
@@ -388,7 +388,8 @@ TEST_CASE("the trilemma table: a row per variant, the best cell's seeds, verdict
   CHECK(t[0] == std::vector<std::string>{"variant", "needle d", "needle acc per seed", "needle n",
                                          "needle 95% interval", "receptive field", "time exponent",
                                          "time exponent 95% interval", "memory exponent", "linear cost",
-                                         "state bytes at T=4096", "state bytes from", "MQAR acc per seed", "MQAR n",
+                                         "state bytes at T=4096", "state bytes from", "state bytes per layer",
+                                         "decode ms/token at T=4096", "MQAR acc per seed", "MQAR n",
                                          "MQAR 95% interval", "matching", "corners held",
                                           "needle+distractors acc per seed", "needle+distractors"});
   CHECK(contains(r.out, "## The trilemma"));
@@ -453,6 +454,10 @@ TEST_CASE("the trilemma table: a row per variant, the best cell's seeds, verdict
   CHECK(contains(row_of(t, {"attention"})["state bytes from"], "extrapolated linearly from T=1024,2048"));
   CHECK(row_of(t, {"mamba"})["state bytes at T=4096"] == fixed(2048.0 * 3, "%.0f"));
   CHECK(row_of(t, {"mamba"})["state bytes from"] == "measured (decode)");
+  CHECK(row_of(t, {"mamba"})["state bytes per layer"] == "2048 + 4096");
+  CHECK(row_of(t, {"mamba"})["decode ms/token at T=4096"] == "0.500");
+  CHECK(row_of(t, {"attention"})["state bytes per layer"] == "-");    // not measured at T = 4096
+  CHECK(row_of(t, {"attention"})["decode ms/token at T=4096"] == "-");
   CHECK(contains(md, "needle accuracy at the farthest distance d >= 0.90"));
   CHECK(contains(md, "T^e with e <= 1.30"));
   CHECK(fs::exists(dir / "triangle.json"));

@@ -77,11 +77,15 @@ CASES = {
     "mamba": dict(family="mamba", mlp="none"),
     "mamba_mlp": dict(family="mamba", mlp="gelu"),
     "mamba_lti": dict(family="mamba", mlp="none", ssm_selective=False),
+    # Hybrid stacks: layer i is mixers[i mod n], each with its family's norm and options.
+    "hybrid_mamba_attention": dict(family="mamba", mixers="mamba,attention", mlp="none", tie_embeddings=True),
+    "hybrid_linear_attention_window": dict(family="linear", mixers="linear,attention", n_layers=3, pos="learned",
+                                           window=4),
 }
 
 
 def write_case(f, name, overrides, seed):
-    cfg = dict(DEFAULTS, **BASE, **overrides)
+    cfg = dict(DEFAULTS, **dict(BASE, **overrides))
     torch.manual_seed(seed)
     model = LanguageModel(cfg)
     with torch.no_grad():

@@ -7,7 +7,9 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
                       phi = elu+1 | relu | identity, RoPE on the numerator only
   Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
   LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
-                      the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm
+                      the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm. A hybrid
+                      stack (mixers "mamba,attention") gives layer i the family mixers[i mod n],
+                      with its norm; norm_f is the first family's
 
 Config: a dict with ModelConfig's field names (models/config.hpp) and those of the family's
 options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp): SHARED and
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 
 from mamba_ref import Mamba
 
-SHARED = dict(family="attention", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
+SHARED = dict(family="attention", mixers="", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
               tie_embeddings=False, pos="none", norm="pre", mlp="gelu")
 FAMILY_OPTIONS = {
     "attention": dict(n_heads=4, bias=False, window=0),
@@ -32,7 +34,7 @@ FAMILY_OPTIONS = {
     "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
-ADDED_LATER = {"window"}
+ADDED_LATER = {"window", "mixers"}
 LINEAR_ATTENTION_EPS = 1e-6  # framework/kernels/linear_attention.hpp's default
 # Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
 # parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
@@ -205,6 +207,17 @@ class Block(nn.Module):
         return self.norm2(x + self.mlp(x)) if self.has_mlp else x
 
 
+def layer_families(cfg):
+    """The family of each entry of a hybrid's mixers (commas, spaces or '+' separate), or [family]."""
+    names = cfg["mixers"].replace("+", ",").replace(" ", ",").split(",")
+    return [n for n in names if n] or [cfg["family"]]
+
+
+def layer_config(cfg, i):
+    families = layer_families(cfg)
+    return dict(cfg, family=families[i % len(families)], mixers="")
+
+
 class Backbone(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -216,8 +229,8 @@ class Backbone(nn.Module):
         for table in self.modules():
             if isinstance(table, nn.Embedding):
                 nn.init.normal_(table.weight, std=0.02)  # as models/lm.hpp (GPT-2, mamba_ssm)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg["n_layers"]))
-        self.norm_f = RMSNorm(d) if cfg["family"] == "mamba" else nn.LayerNorm(d)
+        self.layers = nn.ModuleList(Block(layer_config(cfg, i)) for i in range(cfg["n_layers"]))
+        self.norm_f = RMSNorm(d) if layer_families(cfg)[0] == "mamba" else nn.LayerNorm(d)
 
     def forward(self, ids):
         T = ids.shape[1]

@@ -119,9 +119,11 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
 }
 
 TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
-  for (const char* model : {"attention", "linear", "mamba"}) {
+  for (const char* model : {"attention", "linear", "mamba", "mamba --mixers mamba,attention"}) {
     CAPTURE(model);
-    const fs::path whole = scratch(std::string("whole-") + model), parts = scratch(std::string("parts-") + model);
+    const std::string name = std::string(model).substr(0, std::string(model).find(' ')) +
+                             (std::string(model).find("mixers") != std::string::npos ? "-hybrid" : "");
+    const fs::path whole = scratch("whole-" + name), parts = scratch("parts-" + name);
     const std::string threads = model == std::string("attention") ? " --threads 2" : "";
     REQUIRE(run(small_run(model, whole, " --steps 50" + threads)).code == 0);
     // Stop at a step that is neither a log, evaluation nor checkpoint step, and resume twice.
