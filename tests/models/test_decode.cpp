@@ -2,7 +2,8 @@
 //  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
 //    growing prefix (attention with RoPE, linear attention, Mamba; windowed attention with every
 //    position encoding, its windows shorter than the decoded length, so the KV cache's ring buffer
-//    wraps), and stops at the stop token;
+//    wraps; Based's short convolutions in attention and linear attention, its Taylor feature map
+//    with and without them), and stops at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -29,11 +30,16 @@ namespace {
 struct Family {
   std::string family, pos;
   int64_t window = 0;  // attention's
+  TextMap based = {};  // Based's options: short-conv, feature-map taylor, feature-dim
 };
 const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"mamba", "none"},             {"attention", "rope", 5},
                             {"attention", "alibi", 3},     {"attention", "none", 4},
-                            {"attention", "sinusoidal", 6}, {"attention", "learned", 1}};
+                            {"attention", "sinusoidal", 6}, {"attention", "learned", 1},
+                            {"attention", "rope", 0, {{"short-conv", "3"}}},
+                            {"linear", "none", 0, {{"short-conv", "4"}}},
+                            {"linear", "learned", 0, {{"feature-map", "taylor"}, {"feature-dim", "6"}}},
+                            {"linear", "none", 0, {{"feature-map", "taylor"}, {"short-conv", "3"}}}};
 
 ModelConfig small(const Family& f, int64_t vocab) {
   ModelConfig c = ModelConfig::of(f.family);
@@ -43,6 +49,7 @@ ModelConfig small(const Family& f, int64_t vocab) {
   c.n_layers = 2;
   set_options(c, {{"n-heads", "4"}});
   if (f.window) set_options(c, {{"window", std::to_string(f.window)}});
+  set_options(c, f.based);
   c.mlp = f.family == "mamba" ? "none" : "gelu";
   c.max_seq_len = 128;
   return c;
@@ -88,6 +95,7 @@ TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
+    CAPTURE(f.based.size());
     LanguageModel m(small(f, 13), 7);
     spread_embeddings(m, 8);
     for (uint64_t seed : {1, 2, 3}) {
@@ -124,6 +132,7 @@ TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forwar
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
+    CAPTURE(f.based.size());
     LanguageModel m(small(f, task.vocab_size()), 3);
     // A brief training run, so that some rows are copied exactly and the comparison has
     // right and wrong rows to agree on.
