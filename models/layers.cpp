@@ -84,13 +84,21 @@ HeadMixer::HeadMixer(const ModelConfig& c, Rng& rng, int64_t qk_width)
 
 HeadMixer::Qkv HeadMixer::project(const Tensor& x) const {
   Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B, T, width]
-  if (q_conv) q = (*q_conv)(q), k = (*k_conv)(k), v = (*v_conv)(v);
+  if (q_conv) {
+    q = (*q_conv)(q);
+    k = (*k_conv)(k);
+    v = (*v_conv)(v);
+  }
   return {split_heads(q), split_heads(k), split_heads(v)};
 }
 
 HeadMixer::Qkv HeadMixer::project_step(const Tensor& x, QkvWindows& w) const {
   Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B, 1, width]
-  if (q_conv) q = q_conv->step(q, w.q), k = k_conv->step(k, w.k), v = v_conv->step(v, w.v);
+  if (q_conv) {
+    q = q_conv->step(q, w.q);
+    k = k_conv->step(k, w.k);
+    v = v_conv->step(v, w.v);
+  }
   return {split_heads(q), split_heads(k), split_heads(v)};
 }
 

@@ -41,6 +41,13 @@ const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"linear", "learned", 0, {{"feature-map", "taylor"}, {"feature-dim", "6"}}},
                             {"linear", "none", 0, {{"feature-map", "taylor"}, {"short-conv", "3"}}}};
 
+// "feature-map=taylor short-conv=3 ": a family's Based options, for failure messages.
+std::string based_text(const Family& f) {
+  std::string s;
+  for (const auto& [key, value] : f.based) s += key + "=" + value + " ";
+  return s;
+}
+
 ModelConfig small(const Family& f, int64_t vocab) {
   ModelConfig c = ModelConfig::of(f.family);
   c.pos = f.pos;
@@ -95,7 +102,8 @@ TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
-    CAPTURE(f.based.size());
+    const std::string based = based_text(f);
+    CAPTURE(based);
     LanguageModel m(small(f, 13), 7);
     spread_embeddings(m, 8);
     for (uint64_t seed : {1, 2, 3}) {
@@ -132,7 +140,8 @@ TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forwar
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
-    CAPTURE(f.based.size());
+    const std::string based = based_text(f);
+    CAPTURE(based);
     LanguageModel m(small(f, task.vocab_size()), 3);
     // A brief training run, so that some rows are copied exactly and the comparison has
     // right and wrong rows to agree on.

@@ -156,8 +156,8 @@ class LinearAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
-        self.h, self.dv = cfg["n_heads"], d // cfg["n_heads"]
-        self.f = cfg["feature_dim"] or self.dv  # the per-head width of q and k
+        self.h, self.dk = cfg["n_heads"], d // cfg["n_heads"]  # dk: the head width, v's
+        self.f = cfg["feature_dim"] or self.dk  # the per-head width of q and k
         self.pos, self.feature_map = cfg["pos"], cfg["feature_map"]
         add_projections(self, cfg, self.h * self.f)
 
@@ -175,7 +175,7 @@ class LinearAttention(nn.Module):
         Q, K, V = project(self, X)
         Q = self.phi(Q.view(B, N, self.h, self.f)).transpose(1, 2)
         K = self.phi(K.view(B, N, self.h, self.f)).transpose(1, 2)
-        V = V.view(B, N, self.h, self.dv).transpose(1, 2)
+        V = V.view(B, N, self.h, self.dk).transpose(1, 2)
         Qn, Kn = (rope(Q), rope(K)) if self.pos == "rope" else (Q, K)
         mask = causal_mask(N).to(X.dtype)
         numerator = ((Qn @ Kn.transpose(-2, -1)) * mask) @ V
