@@ -21,7 +21,10 @@ struct KVCache : MixerState {
   int64_t batch = 0, pos = 0, window = 0;
   Tensor k, v;  // [B, t, H, Dh]; undefined before the first step
   Tensor k_buf, v_buf;  // batch 1: [capacity, H * Dh], k and v are views of their first t rows
-  int64_t bytes() const override { return k.defined() ? 2 * k.numel() * int64_t(sizeof(float)) : 0; }
+  QkvWindows windows;   // the short convolutions' last inputs (--short-conv)
+  int64_t bytes() const override {
+    return (k.defined() ? 2 * k.numel() * int64_t(sizeof(float)) : 0) + windows.bytes();
+  }
   // The row of the oldest cached position: 0 until a ring is full.
   int64_t oldest_row() const { return window && pos >= window ? pos % window : 0; }
 
@@ -84,7 +87,8 @@ FamilySpec attention_family() {
   f.validate = validate_heads;
   f.decode_state =
       "KV cache: K and V of every token seen, 2 T d floats per layer; with a window W, a ring buffer of the "
-      "last W tokens, 2 min(T, W) d floats, constant in T once T >= W";
+      "last W tokens, 2 min(T, W) d floats, constant in T once T >= W; with --short-conv K also the last K-1 "
+      "inputs of the q, k and v convolutions, 3 (K-1) d floats";
   f.parity_model = "MultiHeadAttention";
   return f;
 }
@@ -92,9 +96,7 @@ FamilySpec attention_family() {
 MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMixer(c.checked(), rng) {}
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& residual) {
-  Tensor q = split_heads(q_proj(x));  // [B, T, H, Dh]
-  Tensor k = split_heads(k_proj(x));
-  Tensor v = split_heads(v_proj(x));
+  auto [q, k, v] = project(x);  // [B, T, H, Dh]
   if (cfg.pos == "rope") {
     q = rope(q, 0);
     k = rope(k, 0);
@@ -108,6 +110,7 @@ std::unique_ptr<MixerState> MultiHeadAttention::new_state(int64_t batch) const {
   auto s = std::make_unique<KVCache>();
   s->batch = batch;
   s->window = cfg.options<MultiHeadAttentionOptions>().window;
+  s->windows = new_windows(batch);
   return s;
 }
 
@@ -115,9 +118,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
   NoGradGuard no_grad;
   KVCache& cache = state_as<KVCache>(state, "attention");
   check_step_input(x, cache.batch);
-  Tensor q = split_heads(q_proj(x));  // [B, 1, H, Dh]
-  Tensor k = split_heads(k_proj(x));
-  Tensor v = split_heads(v_proj(x));
+  auto [q, k, v] = project_step(x, cache.windows);  // [B, 1, H, Dh]
   if (cfg.pos == "rope") {
     q = rope(q, cache.pos);
     k = rope(k, cache.pos);
@@ -132,7 +133,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
 
 int64_t MultiHeadAttention::state_bytes(int64_t T) const {  // K and V rows of T tokens, at most W
   const int64_t window = cfg.options<MultiHeadAttentionOptions>().window;
-  return 2 * (window ? std::min(T, window) : T) * cfg.d_model * int64_t(sizeof(float));
+  return 2 * (window ? std::min(T, window) : T) * cfg.d_model * int64_t(sizeof(float)) + windows_bytes();
 }
 
 AttentionRecording record_attention(LanguageModel& model, const IntTensor& ids) {

@@ -10,9 +10,11 @@
 //   ALiBi (Press et al. 2021, §3)     score - m_h (i - j), m_h = alibi_slopes(H)
 //   sliding window W (Mistral 7B, Jiang et al. 2023, §2)   query i sees keys i - W < j <= i only
 //                                (MultiHeadAttentionOptions::window; 0: every j <= i)
+//   short convolution (Based, Arora et al. 2024)   q, k, v each through a depthwise causal conv
+//                                of width K after its projection (HeadOptions::short_conv)
 // Recurrent form: a KV cache; one step appends the new k, v row and attends with Tq = 1. With a
 // window the cache is a ring buffer of W rows (the paper's rolling buffer cache): the new row
-// overwrites the oldest.
+// overwrites the oldest. With short convolutions the state also keeps their last K-1 inputs.
 #pragma once
 #include <vector>
 

@@ -35,6 +35,9 @@ void HeadOptions::visit(FieldVisitor& v) {
   v.integer("n-heads", n_heads, {1, 1 << 16}, "heads (must divide d-model)");
   v.boolean("bias", bias, "biases on the q/k/v/out projections");
   v.fixed("rope-style", rope_style, "half", "RoPE rotates the pairs (i, i + head_dim/2), GPT-NeoX's rotate_half");
+  v.integer("short-conv", short_conv, {0, 64},
+            "width of Based's depthwise causal convolutions on q, k and v after their projections; 0 = none", {},
+            FieldAge::added_later);
 }
 
 void validate_heads(const ModelConfig& cfg) {
@@ -47,26 +50,74 @@ void validate_heads(const ModelConfig& cfg) {
                 std::to_string(cfg.d_model / H));
 }
 
-HeadMixer::HeadMixer(const ModelConfig& c, Rng& rng)
+int64_t QkvWindows::bytes() const {
+  int64_t n = 0;
+  for (const Tensor* w : {&q, &k, &v}) n += w->defined() ? w->numel() : 0;
+  return n * int64_t(sizeof(float));
+}
+
+// The convolutions draw their initial weights after every projection's, so that a model
+// without them starts from the same numbers as before they existed; they are registered
+// before out_proj, in the order of the computation (the PyTorch twin's state_dict order).
+HeadMixer::HeadMixer(const ModelConfig& c, Rng& rng, int64_t qk_width)
     : cfg(c),
       H(c.options<HeadOptions>().n_heads),
       Dh(c.d_model / H),
-      q_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
-      k_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
+      q_proj(c.d_model, qk_width ? qk_width : c.d_model, c.options<HeadOptions>().bias, rng),
+      k_proj(c.d_model, qk_width ? qk_width : c.d_model, c.options<HeadOptions>().bias, rng),
       v_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng),
       out_proj(c.d_model, c.d_model, c.options<HeadOptions>().bias, rng) {
   add_module("q_proj", q_proj);
   add_module("k_proj", k_proj);
   add_module("v_proj", v_proj);
+  if (const int64_t K = c.options<HeadOptions>().short_conv) {
+    const int64_t qk = q_proj.weight.size(0);
+    q_conv = std::make_unique<ShortConv>(qk, K, rng);
+    k_conv = std::make_unique<ShortConv>(qk, K, rng);
+    v_conv = std::make_unique<ShortConv>(c.d_model, K, rng);
+    add_module("q_conv", *q_conv);
+    add_module("k_conv", *k_conv);
+    add_module("v_conv", *v_conv);
+  }
   add_module("out_proj", out_proj);
 }
 
+HeadMixer::Qkv HeadMixer::project(const Tensor& x) const {
+  Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B, T, width]
+  if (q_conv) {
+    q = (*q_conv)(q);
+    k = (*k_conv)(k);
+    v = (*v_conv)(v);
+  }
+  return {split_heads(q), split_heads(k), split_heads(v)};
+}
+
+HeadMixer::Qkv HeadMixer::project_step(const Tensor& x, QkvWindows& w) const {
+  Tensor q = q_proj(x), k = k_proj(x), v = v_proj(x);  // [B, 1, width]
+  if (q_conv) {
+    q = q_conv->step(q, w.q);
+    k = k_conv->step(k, w.k);
+    v = v_conv->step(v, w.v);
+  }
+  return {split_heads(q), split_heads(k), split_heads(v)};
+}
+
+QkvWindows HeadMixer::new_windows(int64_t batch) const {
+  if (!q_conv) return {};
+  return {q_conv->new_window(batch), k_conv->new_window(batch), v_conv->new_window(batch)};
+}
+
+int64_t HeadMixer::windows_bytes() const {
+  if (!q_conv) return 0;
+  return (q_conv->width - 1) * (q_conv->channels + k_conv->channels + v_conv->channels) * int64_t(sizeof(float));
+}
+
 Tensor HeadMixer::split_heads(const Tensor& x) const {
-  return reshape(x, Shape{x.size(0), x.size(1), H, Dh});
+  return reshape(x, Shape{x.size(0), x.size(1), H, x.size(2) / H});
 }
 
 Tensor HeadMixer::merge_heads(const Tensor& x) const {
-  return reshape(x, Shape{x.size(0), x.size(1), H * Dh});
+  return reshape(x, Shape{x.size(0), x.size(1), x.size(2) * x.size(3)});
 }
 
 void HeadMixer::check_step_input(const Tensor& x, int64_t batch) const {

@@ -1,14 +1,17 @@
 // The small modules every block is made of: Linear (PyTorch's nn.Linear), Norm (LayerNorm or
 // RMSNorm), Mlp (fc1 -> gelu -> fc2) and HeadMixer, the base of the mixers that project to
-// multi-head q, k, v and back (q_proj, k_proj, v_proj, out_proj: [D, D] each).
+// multi-head q, k, v and back (q_proj, k_proj, v_proj, out_proj: [D, D] each), optionally
+// through Based's short convolutions (q_conv, k_conv, v_conv: models/short_conv.hpp).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "framework/core/module.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/core/rng.hpp"
 #include "models/config.hpp"
 #include "models/mixer.hpp"
+#include "models/short_conv.hpp"
 
 namespace tri {
 
@@ -53,18 +56,37 @@ struct HeadOptions : Options {
   // RoPE rotates the pairs (i, i + Dh/2): GPT-NeoX's rotate_half, not RoFormer's interleaved
   // (2i, 2i+1). Stated in saved configs so that a reader elsewhere rotates the same pairs.
   std::string rope_style = "half";
+  int64_t short_conv = 0;  // width K of the short convolutions on q, k, v; 0: none
   void visit(FieldVisitor& v) override;
   std::unique_ptr<Options> clone() const override { return std::make_unique<HeadOptions>(*this); }
 };
 // d_model divisible by the heads, and an even head width for RoPE.
 void validate_heads(const ModelConfig& cfg);
 
-// A mixer with H heads of width Dh = D / H, reading q, k, v through [D, D] projections and
-// writing through out_proj (biases with HeadOptions::bias).
+// The decoding state of the short convolutions on q, k, v: each one's last K-1 inputs
+// (ShortConv::new_window); undefined without short convolutions.
+struct QkvWindows {
+  Tensor q, k, v;
+  int64_t bytes() const;
+};
+
+// A mixer with H heads of width Dh = D / H, reading q, k, v through projections (v: [D, D];
+// q and k: [qk_width, D], D unless the mixer asks for other widths), then, with
+// HeadOptions::short_conv, through short convolutions, and writing through out_proj (biases
+// with HeadOptions::bias).
 class HeadMixer : public Mixer {
  protected:
-  HeadMixer(const ModelConfig& cfg, Rng& rng);  // cfg: checked, with HeadOptions
-  // [B, T, D] -> [B, T, H, Dh] and back: views, no transposes.
+  HeadMixer(const ModelConfig& cfg, Rng& rng, int64_t qk_width = 0);  // cfg: checked, with HeadOptions
+  struct Qkv {
+    Tensor q, k, v;  // [B, T, H, qk_width / H] (q, k) and [B, T, H, Dh] (v)
+  };
+  // The projections and, when there are any, the short convolutions, split into heads.
+  Qkv project(const Tensor& x) const;
+  // The same for one token x [B, 1, D]; the convolutions read and advance the windows.
+  Qkv project_step(const Tensor& x, QkvWindows& windows) const;
+  QkvWindows new_windows(int64_t batch) const;  // zeros: no token seen yet
+  int64_t windows_bytes() const;  // what new_windows holds per sequence: (K-1) (2 qk_width + D) floats
+  // [B, T, H * w] -> [B, T, H, w] and back: views, no transposes.
   Tensor split_heads(const Tensor& x) const;
   Tensor merge_heads(const Tensor& x) const;
   void check_step_input(const Tensor& x, int64_t batch) const;  // x must be [batch, 1, D]
@@ -72,6 +94,7 @@ class HeadMixer : public Mixer {
   ModelConfig cfg;
   int64_t H, Dh;
   Linear q_proj, k_proj, v_proj, out_proj;
+  std::unique_ptr<ShortConv> q_conv, k_conv, v_conv;  // null without HeadOptions::short_conv
 };
 
 }  // namespace tri

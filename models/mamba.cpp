@@ -188,25 +188,7 @@ Tensor MambaMixer::ssm(const Tensor& x, const Tensor& z, Tensor* h) {
 }
 
 Tensor MambaMixer::conv_step(const Tensor& x, MambaState& st) const {
-  const int64_t batch = x.size(0), E = d_inner, K = d_conv;
-  Tensor out = Tensor::empty(Shape{batch, 1, E});
-  const float *w = conv_w.data(), *cb = conv_b.data();
-  for (int64_t b = 0; b < batch; ++b) {
-    float* window = st.conv.data() + b * (K - 1) * E;  // oldest first
-    const float* xr = x.data() + b * E;
-    float* yr = out.data() + b * E;
-    // Same order of additions as causal_conv1d: bias, then taps oldest to newest.
-    for (int64_t e = 0; e < E; ++e) yr[e] = cb[e];
-    for (int64_t k = 0; k < K - 1; ++k)
-      for (int64_t e = 0; e < E; ++e) yr[e] += w[e * K + k] * window[k * E + e];
-    for (int64_t e = 0; e < E; ++e) yr[e] += w[e * K + K - 1] * xr[e];
-    for (int64_t k = 0; k + 1 < K - 1; ++k)  // slide the window by one
-      for (int64_t e = 0; e < E; ++e) window[k * E + e] = window[(k + 1) * E + e];
-    if (K > 1)
-      for (int64_t e = 0; e < E; ++e) window[(K - 2) * E + e] = xr[e];
-  }
-  st.conv.bump_version();
-  return out;
+  return causal_conv1d_step(x, conv_w, conv_b, st.conv);
 }
 
 std::unique_ptr<MixerState> MambaMixer::new_state(int64_t batch) const {

@@ -33,8 +33,9 @@ def text(value):
 def model_config(saved, path):
     """ModelConfig's shared fields and the family's options (models.SHARED, FAMILY_OPTIONS) from
     the checkpoint's /config, whose attributes are text under the CLI names: model -> family,
-    dashes -> underscores, and the options of every family a hybrid's mixers name; an option of ADDED_LATER that a config saved before it lacks takes its
-    default (attention's window: 0). Conventions the twin follows are checked too (rope-style)."""
+    dashes -> underscores, and the options of every family a hybrid's mixers name; an option of
+    ADDED_LATER that a config saved before it lacks takes its default (attention's window: 0;
+    short-conv and feature-dim: 0). Conventions the twin follows are checked too (rope-style)."""
     family = text(saved["model"]) if "model" in saved else fail(f"{path}: /config has no attribute 'model'")
     if family not in FAMILY_OPTIONS:
         fail(f"{path}: /config model = '{family}' has no PyTorch twin (known: {', '.join(FAMILY_OPTIONS)})")

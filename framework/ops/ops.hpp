@@ -88,5 +88,15 @@ Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t 
 Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // silu(causal_conv1d(x, weight, bias)) in one op (same shapes).
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// One decoding step of causal_conv1d (no grad): x [B, 1, C], window [B, K-1, C] holding the
+// last K-1 inputs, oldest first (zeros before t = 0). Returns y [B, 1, C] with causal_conv1d's
+// order of additions (so the same bits as the parallel op), and slides x into the window.
+Tensor causal_conv1d_step(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& window);
+
+// ---- feature maps (ops_features.cpp) -----------------------------------------------------
+// The second-order Taylor feature map of Based (Arora et al. 2024) over the last axis:
+// x [..., F] -> [..., 1 + F + F^2], concat(1, x / F^(1/4), vec(x x^T) / (sqrt(2) sqrt(F))), so
+// that phi(q) . phi(k) = 1 + s + s^2 / 2 with s = q . k / sqrt(F): exp(s) to second order.
+Tensor taylor_features(const Tensor& x);
 
 }  // namespace tri

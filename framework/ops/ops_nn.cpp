@@ -1,5 +1,5 @@
 // Row-wise neural-network ops over the last axis (D): layer_norm, rms_norm, softmax,
-// log_softmax; plus embedding, dropout and the causal depthwise conv1d.
+// log_softmax; plus embedding, dropout and the causal depthwise conv1d (and its decoding step).
 // Rows are independent, so forward and backward parallelise over rows.
 #include <algorithm>
 #include <cmath>
@@ -338,6 +338,32 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias) 
           }
       }
   });
+  return out;
+}
+
+Tensor causal_conv1d_step(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& window) {
+  const int64_t B = x.size(0), C = x.size(2), K = weight.size(2);
+  if (x.dim() != 3 || x.size(1) != 1 || weight.size(0) != C || window.dim() != 3 || window.size(0) != B ||
+      window.size(1) != K - 1 || window.size(2) != C)
+    throw Error("causal_conv1d_step: input " + x.shape().str() + ", weight " + weight.shape().str() +
+                " and window " + window.shape().str() + " must be [B, 1, C], [C, 1, K] and [B, K-1, C]");
+  Tensor out = Tensor::empty(x.shape());
+  const float *w = weight.data(), *cb = bias.defined() ? bias.data() : nullptr;
+  for (int64_t bi = 0; bi < B; ++bi) {
+    float* past = window.data() + bi * (K - 1) * C;  // oldest first
+    const float* xr = x.data() + bi * C;
+    float* yr = out.data() + bi * C;
+    // causal_conv1d's order: bias, then the taps oldest to newest.
+    for (int64_t c = 0; c < C; ++c) yr[c] = cb ? cb[c] : 0.f;
+    for (int64_t k = 0; k < K - 1; ++k)
+      for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + k] * past[k * C + c];
+    for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + K - 1] * xr[c];
+    for (int64_t k = 0; k + 1 < K - 1; ++k)  // slide the window by one
+      for (int64_t c = 0; c < C; ++c) past[k * C + c] = past[(k + 1) * C + c];
+    if (K > 1)
+      for (int64_t c = 0; c < C; ++c) past[(K - 2) * C + c] = xr[c];
+  }
+  window.bump_version();
   return out;
 }
 

@@ -367,6 +367,32 @@ TEST_CASE("gradcheck: causal_conv1d") {
   expect_grads("causal_conv1d K > T", {x, param({3, 1, 8}, 4), b}, conv);
 }
 
+TEST_CASE("causal_conv1d_step over a sequence gives causal_conv1d's bits, K > T included") {
+  for (const int64_t K : {1, 3, 8}) {
+    CAPTURE(K);
+    const int64_t B = 2, T = 6, C = 5;
+    const Tensor x = gradcheck::uniform({B, T, C}, 1, -1, 1), w = gradcheck::uniform({C, 1, K}, 2, -1, 1),
+                 b = gradcheck::uniform({C}, 3, -1, 1);
+    const Tensor whole = causal_conv1d(x, w, b);
+    Tensor window = Tensor::zeros({B, K - 1, C});
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor xt = Tensor::empty({B, 1, C});
+      for (int64_t bi = 0; bi < B; ++bi)
+        std::memcpy(xt.data() + bi * C, x.data() + (bi * T + t) * C, C * sizeof(float));
+      const Tensor yt = causal_conv1d_step(xt, w, b, window);
+      for (int64_t bi = 0; bi < B; ++bi)
+        CHECK(std::memcmp(yt.data() + bi * C, whole.data() + (bi * T + t) * C, C * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("gradcheck: taylor_features") {
+  // Quadratic in x: central differences are exact up to rounding, so the default tolerances hold.
+  auto phi = [](const V& in) { return taylor_features(in[0]); };
+  expect_grads("taylor_features F=4", {param({2, 3, 4}, 1)}, phi);
+  expect_grads("taylor_features F=1", {param({5, 1}, 2)}, phi);
+}
+
 TEST_CASE("gradcheck: causal_conv1d_silu") {
   Tensor x = param({2, 6, 3}, 1), w = param({3, 1, 4}, 2), b = param({3}, 3);
   auto conv = [](const V& in) {

@@ -153,6 +153,9 @@ const std::map<std::string, Runner>& runners() {
       {"causal_conv1d", {{1e-6, 5e-6}, [](const Case& c) {
          return causal_conv1d(c.in[0], c.in[1], c.opt(2));
        }}},
+      // Two roundings per product (c x_i, then times x_j; torch: x_i x_j, then divided); backward
+      // sums 2F <= 32 products per input: measured 5.1e-8 / 1.1e-7, margin 20 and 36.
+      {"taylor_features", {kPointwise, [](const Case& c) { return taylor_features(c.in[0]); }}},
       // Checked by its own mask (check_dropout), by maximum: out/x differs from 1/(1-p) by one
       // rounding (measured 5e-8), the gradient is exactly gout * mask (measured 0).
       {"dropout", {{1e-6, 1e-6}, nullptr}},

@@ -2,8 +2,9 @@
 //  - greedy_decode gives exactly the tokens of greedy decoding by full forward passes over the
 //    growing prefix (attention with RoPE, linear attention, Mamba; windowed attention with every
 //    position encoding, its windows shorter than the decoded length, so the KV cache's ring buffer
-//    wraps), hybrid stacks (a KV cache in the attention layers, (S, z) or Mamba's state in the
-//    others), and stops at the stop token;
+//    wraps; Based's short convolutions in attention and linear attention, its Taylor feature map
+//    with and without them; hybrid stacks, a KV cache in the attention layers and (S, z) or
+//    Mamba's state in the others), and stops at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -30,13 +31,25 @@ namespace {
 struct Family {
   std::string family, pos;
   int64_t window = 0;  // attention's
-  std::string mixers;  // a hybrid stack: family is its first entry
+  TextMap based = {};  // Based's options (short-conv, feature-map taylor, feature-dim), or mixers
 };
 const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"mamba", "none"},             {"attention", "rope", 5},
                             {"attention", "alibi", 3},     {"attention", "none", 4},
                             {"attention", "sinusoidal", 6}, {"attention", "learned", 1},
-                            {"mamba", "none", 0, "mamba,attention"}, {"linear", "learned", 3, "linear,attention"}};
+                            {"attention", "rope", 0, {{"short-conv", "3"}}},
+                            {"linear", "none", 0, {{"short-conv", "4"}}},
+                            {"linear", "learned", 0, {{"feature-map", "taylor"}, {"feature-dim", "6"}}},
+                            {"linear", "none", 0, {{"feature-map", "taylor"}, {"short-conv", "3"}}},
+                            {"mamba", "none", 0, {{"mixers", "mamba,attention"}}},
+                            {"linear", "learned", 3, {{"mixers", "linear,attention"}}}};
+
+// "feature-map=taylor short-conv=3 ": a family's Based options, for failure messages.
+std::string based_text(const Family& f) {
+  std::string s;
+  for (const auto& [key, value] : f.based) s += key + "=" + value + " ";
+  return s;
+}
 
 ModelConfig small(const Family& f, int64_t vocab) {
   ModelConfig c = ModelConfig::of(f.family);
@@ -45,7 +58,7 @@ ModelConfig small(const Family& f, int64_t vocab) {
   c.d_model = 32;
   c.n_layers = 2;
   set_options(c, {{"n-heads", "4"}});
-  if (!f.mixers.empty()) set_options(c, {{"mixers", f.mixers}});
+  set_options(c, f.based);  // first: mixers brings the options of the families it names
   if (f.window) set_options(c, {{"window", std::to_string(f.window)}});
   c.mlp = f.family == "mamba" ? "none" : "gelu";
   c.max_seq_len = 128;
@@ -92,7 +105,8 @@ TEST_CASE("greedy_decode equals greedy decoding by full forward passes") {
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
-    CAPTURE(f.mixers);
+    const std::string based = based_text(f);
+    CAPTURE(based);
     LanguageModel m(small(f, 13), 7);
     spread_embeddings(m, 8);
     for (uint64_t seed : {1, 2, 3}) {
@@ -129,6 +143,8 @@ TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forwar
     CAPTURE(f.family);
     CAPTURE(f.pos);
     CAPTURE(f.window);
+    const std::string based = based_text(f);
+    CAPTURE(based);
     LanguageModel m(small(f, task.vocab_size()), 3);
     // A brief training run, so that some rows are copied exactly and the comparison has
     // right and wrong rows to agree on.

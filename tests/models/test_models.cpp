@@ -88,6 +88,15 @@ std::map<std::string, ModelConfig> variants() {
     v[std::string("linear ") + fm] = small("linear");
     set_options(v[std::string("linear ") + fm], {{"feature-map", fm}});
   }
+  // Based: short convolutions on q, k, v; the Taylor feature map with F other than Dh = 8.
+  v["attention short-conv rope"] = small("attention", "rope");
+  set_options(v["attention short-conv rope"], {{"short-conv", "3"}});
+  v["linear short-conv"] = small("linear");
+  set_options(v["linear short-conv"], {{"short-conv", "4"}});
+  v["linear taylor"] = small("linear", "learned");
+  set_options(v["linear taylor"], {{"feature-map", "taylor"}, {"feature-dim", "4"}});
+  v["linear based"] = small("linear");
+  set_options(v["linear based"], {{"feature-map", "taylor"}, {"short-conv", "3"}});
   v["mamba"] = small("mamba");
   v["mamba"].mlp = "none";
   v["mamba mlp post-norm"] = small("mamba");
@@ -219,9 +228,12 @@ TEST_CASE("state_bytes: attention grows with T (up to its window), linear attent
     if (cfg.family == "attention") {
       const int64_t window = cfg.options<MultiHeadAttentionOptions>().window;
       const int64_t row_bytes = cfg.n_layers * 2 * cfg.d_model * int64_t(sizeof(float));  // K and V of a token
-      CHECK(s1 == row_bytes * (window ? std::min<int64_t>(64, window) : 64));
-      CHECK(s2 == (window ? s1 : 2 * s1));
-      CHECK(model.state_bytes(1) == row_bytes);
+      // The short convolutions' windows: the last K-1 inputs of q, k and v, whatever T.
+      const int64_t K = cfg.options<HeadOptions>().short_conv;
+      const int64_t conv = K ? cfg.n_layers * 3 * (K - 1) * cfg.d_model * int64_t(sizeof(float)) : 0;
+      CHECK(s1 == row_bytes * (window ? std::min<int64_t>(64, window) : 64) + conv);
+      CHECK(s2 - conv == (window ? s1 - conv : 2 * (s1 - conv)));
+      CHECK(model.state_bytes(1) == row_bytes + conv);
       if (window) CHECK(model.state_bytes(100000) == row_bytes * window);  // a ring of W rows
     } else {
       CHECK(s2 == s1);
@@ -231,6 +243,16 @@ TEST_CASE("state_bytes: attention grows with T (up to its window), linear attent
   ModelConfig lin = small("linear");
   const int64_t H = lin.options<HeadOptions>().n_heads, Dh = lin.d_model / H;
   CHECK(LanguageModel(lin, 1).state_bytes(7) == lin.n_layers * H * (Dh * Dh + Dh) * int64_t(sizeof(float)));
+  // The Taylor map's state: (1 + F + F^2) x Dh and 1 + F + F^2 per head; d 64, 1 head, F 16:
+  // 273 x 65 floats per layer (the figure the documentation gives); the convs add their last K-1
+  // inputs, F per head for q and k, d for v.
+  ModelConfig based = small("linear");
+  based.d_model = 64;
+  set_options(based, {{"n-heads", "1"}, {"feature-map", "taylor"}, {"feature-dim", "16"}});
+  CHECK(LanguageModel(based, 1).state_bytes(7) == based.n_layers * 273 * 65 * int64_t(sizeof(float)));
+  set_options(based, {{"short-conv", "3"}});
+  CHECK(LanguageModel(based, 1).state_bytes(7) ==
+        based.n_layers * (273 * 65 + (3 - 1) * (16 + 16 + 64)) * int64_t(sizeof(float)));
 }
 
 TEST_CASE("decoding errors name the problem") {
@@ -425,7 +447,15 @@ TEST_CASE("config validation names the field and what is allowed") {
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.pos = "relative"; }),
                  "--pos 'relative' unknown (allowed: none, sinusoidal, learned, rope, alibi)"});
   bad.push_back({with(small("linear"), [](ModelConfig& c) { c.options<LinearAttentionOptions>().feature_map = "softmax"; }),
-                 "--feature-map 'softmax' unknown (allowed: elu, relu, identity)"});
+                 "--feature-map 'softmax' unknown (allowed: elu, relu, identity, taylor)"});
+  bad.push_back({with(small("linear", "rope"), [](ModelConfig& c) { c.options<LinearAttentionOptions>().feature_map = "taylor"; }),
+                 "--pos rope does not apply to --feature-map taylor (allowed with taylor: --pos none, sinusoidal or learned)"});
+  bad.push_back({with(small("linear", "rope"), [](ModelConfig& c) { c.options<LinearAttentionOptions>().feature_dim = 5; }),
+                 "--pos rope needs an even --feature-dim, got 5"});
+  bad.push_back({with(small("linear"), [](ModelConfig& c) { c.options<LinearAttentionOptions>().feature_dim = 1025; }),
+                 "--feature-dim 1025 is out of range (allowed: 0..1024)"});
+  bad.push_back({with(small("attention"), [](ModelConfig& c) { c.options<HeadOptions>().short_conv = 65; }),
+                 "--short-conv 65 is out of range (allowed: 0..64)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.norm = "sandwich"; }),
                  "--norm 'sandwich' unknown (allowed: pre, post)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.options<HeadOptions>().rope_style = "interleaved"; }),

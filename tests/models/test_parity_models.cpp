@@ -255,6 +255,8 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     if (cfg.family == "attention" && text.at("window") != "0") covered.insert("attention window pos " + cfg.pos);
     if (cfg.family == "linear") covered.insert("linear " + text.at("feature-map"));
     if (cfg.family == "linear" && cfg.pos == "rope") covered.insert("linear rope");
+    if (cfg.family != "mamba" && text.at("short-conv") != "0") covered.insert(cfg.family + " short-conv");
+    if (cfg.family == "linear" && text.at("feature-dim") != "0") covered.insert("linear feature-dim");
     if (cfg.family == "mamba") covered.insert(text.at("ssm-selective") == "1" ? "mamba selective" : "mamba lti");
     covered.insert("norm " + cfg.norm);
     covered.insert("mlp " + cfg.mlp);
@@ -272,7 +274,8 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
         "attention pos learned", "attention pos rope", "attention pos alibi", "attention window pos none",
         "attention window pos sinusoidal", "attention window pos learned", "attention window pos rope",
         "attention window pos alibi", "linear elu",
-        "linear relu", "linear identity", "linear rope", "mamba selective", "mamba lti", "norm pre",
+        "linear relu", "linear identity", "linear taylor", "linear rope", "attention short-conv",
+        "linear short-conv", "linear feature-dim", "mamba selective", "mamba lti", "norm pre",
         "norm post", "mlp none", "mlp gelu", "tied", "hybrid mamba+attention", "hybrid linear+attention"}) {
     INFO("models.h5 has no case for " << need);
     CHECK(covered.count(need) == 1);

@@ -74,6 +74,13 @@ CASES = {
     "linear_identity": dict(family="linear", feature_map="identity", bias=True),
     "linear_rope": dict(family="linear", feature_map="elu", pos="rope"),
     "linear_post_tied": dict(family="linear", norm="post", mlp="none", tie_embeddings=True),
+    # Based (Arora et al. 2024): short convolutions on q, k, v; the Taylor feature map, its F
+    # other than the head width 8 in linear_taylor (q and k project to 4 x 4).
+    "attn_short_conv": dict(family="attention", pos="rope", short_conv=3),
+    "linear_short_conv": dict(family="linear", feature_map="elu", short_conv=4, bias=True),
+    "linear_taylor": dict(family="linear", feature_map="taylor", feature_dim=4, pos="sinusoidal"),
+    "based": dict(family="linear", feature_map="taylor", feature_dim=8, short_conv=3, mlp="none",
+                  tie_embeddings=True),
     "mamba": dict(family="mamba", mlp="none"),
     "mamba_mlp": dict(family="mamba", mlp="gelu"),
     "mamba_lti": dict(family="mamba", mlp="none", ssm_selective=False),

@@ -25,6 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from models import taylor  # noqa: E402  (Based's Taylor feature map, as the model twin writes it)
+
 torch.manual_seed(0)
 torch.set_num_threads(1)  # a fixed summation order: the file is the same on every run
 
@@ -297,6 +300,10 @@ def gen_nn(w):
     w.case("causal_conv1d_nobias", "causal_conv1d", [randn(2, 9, 6), randn(6, 1, 4)], conv)
     w.case("causal_conv1d_short", "causal_conv1d", [randn(3, 2, 5), randn(5, 1, 4), randn(5)], conv)
 
+    # Based's Taylor feature map: heads of F = 8 and a single F = 1 (one squared term).
+    w.case("taylor_features", "taylor_features", [randn(2, 5, 3, 8)], taylor)
+    w.case("taylor_features_f1", "taylor_features", [randn(6, 1)], taylor)
+
     # dropout: the RNGs differ, so the C++ test checks its own mask (no torch reference).
     w.case("dropout", "dropout", [away_from_zero(128, 256)], None,
            attrs={"p": 0.25, "seed": 1234, "counter": 7})
@@ -318,6 +325,7 @@ def gen_threaded(w):
            lambda x: F.cross_entropy(x.reshape(-1, 300), targets.reshape(-1)),
            ints={"targets": targets, "mask": torch.ones(2, 32, dtype=torch.int32)})
     w.case("causal_conv1d_threaded", "causal_conv1d", [randn(4, 64, 80), randn(80, 1, 4), randn(80)], conv)
+    w.case("taylor_features_threaded", "taylor_features", [randn(4, 32, 2, 16)], taylor)
 
 
 def gen_book(w):

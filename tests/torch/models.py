@@ -4,7 +4,9 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
   MultiHeadAttention  the book's algorithm 2 (chapter 9, §9), made causal, with RoPE or ALiBi, and
                       optionally a sliding window (each query sees the W most recent positions)
   LinearAttention     Katharopoulos et al. 2020 from its quadratic form (masked kernel matrix),
-                      phi = elu+1 | relu | identity, RoPE on the numerator only
+                      phi = elu+1 | relu | identity | taylor (Based's 1 + s + s^2/2 over
+                      feature_dim F), RoPE on the numerator only
+  ShortConv           Based's depthwise causal conv on q, k, v (short_conv K > 0), in both
   Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
   LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
                       the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm. A hybrid
@@ -29,12 +31,12 @@ from mamba_ref import Mamba
 SHARED = dict(family="attention", mixers="", vocab=16, d_model=64, n_layers=2, max_seq_len=1024,
               tie_embeddings=False, pos="none", norm="pre", mlp="gelu")
 FAMILY_OPTIONS = {
-    "attention": dict(n_heads=4, bias=False, window=0),
-    "linear": dict(n_heads=4, bias=False, feature_map="elu"),
+    "attention": dict(n_heads=4, bias=False, window=0, short_conv=0),
+    "linear": dict(n_heads=4, bias=False, feature_map="elu", short_conv=0, feature_dim=0),
     "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
-ADDED_LATER = {"window", "mixers"}
+ADDED_LATER = {"window", "short_conv", "feature_dim", "mixers"}
 LINEAR_ATTENTION_EPS = 1e-6  # framework/kernels/linear_attention.hpp's default
 # Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
 # parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
@@ -87,23 +89,57 @@ def causal_mask(T, window=0):
     return (distance >= 0) & (distance < window) if window else distance >= 0
 
 
+class ShortConv(nn.Conv1d):
+    """Based's short convolution: depthwise and causal over time on x [B, N, C] (pad K-1 on
+    both sides, keep the first N outputs), PyTorch's default Conv1d init."""
+    def __init__(self, channels, width):
+        super().__init__(channels, channels, width, groups=channels, padding=width - 1)
+
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2)
+
+
+def add_projections(mixer, cfg, qk_width):
+    """q_proj, k_proj ([qk_width, d]), v_proj, then with short_conv the convs, then out_proj:
+    models/layers.hpp HeadMixer's names and order."""
+    d, bias, K = cfg["d_model"], cfg["bias"], cfg["short_conv"]
+    mixer.q_proj = nn.Linear(d, qk_width, bias=bias)
+    mixer.k_proj = nn.Linear(d, qk_width, bias=bias)
+    mixer.v_proj = nn.Linear(d, d, bias=bias)
+    if K:
+        mixer.q_conv, mixer.k_conv, mixer.v_conv = ShortConv(qk_width, K), ShortConv(qk_width, K), ShortConv(d, K)
+    mixer.out_proj = nn.Linear(d, d, bias=bias)
+
+
+def project(mixer, X):
+    """Q, K, V [B, N, width]: the projections, then the short convs when there are any."""
+    Q, K, V = mixer.q_proj(X), mixer.k_proj(X), mixer.v_proj(X)
+    if hasattr(mixer, "q_conv"):
+        Q, K, V = mixer.q_conv(Q), mixer.k_conv(K), mixer.v_conv(V)
+    return Q, K, V
+
+
+def taylor(x):
+    """Based's second-order Taylor map over the last axis (width F):
+    concat(1, x / F^(1/4), vec(x x^T) / (sqrt(2) sqrt(F))), so phi(q).phi(k) = 1 + s + s^2/2,
+    s = q.k / sqrt(F)."""
+    F_ = x.shape[-1]
+    outer = (x[..., :, None] * x[..., None, :]).flatten(-2)
+    return torch.cat([torch.ones_like(x[..., :1]), x / F_ ** 0.25, outer / (math.sqrt(2) * math.sqrt(F_))], -1)
+
+
 class MultiHeadAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
         self.h, self.dk, self.pos = cfg["n_heads"], d // cfg["n_heads"], cfg["pos"]
         self.window = cfg["window"]
-        self.q_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.k_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.v_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.out_proj = nn.Linear(d, d, bias=cfg["bias"])
+        add_projections(self, cfg, d)
 
     def forward(self, X):
         B, N, D = X.shape
         # project and split into heads (B, h, N, dk)
-        Q = self.q_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
-        K = self.k_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
-        V = self.v_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        Q, K, V = (P.view(B, N, self.h, self.dk).transpose(1, 2) for P in project(self, X))
         if self.pos == "rope":
             Q, K = rope(Q), rope(K)
         scores = Q @ K.transpose(-2, -1) / self.dk ** 0.5
@@ -122,25 +158,26 @@ class LinearAttention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
-        self.h, self.dk = cfg["n_heads"], d // cfg["n_heads"]
+        self.h, self.dk = cfg["n_heads"], d // cfg["n_heads"]  # dk: the head width, v's
+        self.f = cfg["feature_dim"] or self.dk  # the per-head width of q and k
         self.pos, self.feature_map = cfg["pos"], cfg["feature_map"]
-        self.q_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.k_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.v_proj = nn.Linear(d, d, bias=cfg["bias"])
-        self.out_proj = nn.Linear(d, d, bias=cfg["bias"])
+        add_projections(self, cfg, self.h * self.f)
 
     def phi(self, x):
         if self.feature_map == "elu":
             return F.elu(x) + 1
         if self.feature_map == "relu":
             return F.relu(x)
+        if self.feature_map == "taylor":
+            return taylor(x)
         return x
 
     def forward(self, X):
         B, N, D = X.shape
-        Q = self.phi(self.q_proj(X).view(B, N, self.h, self.dk)).transpose(1, 2)
-        K = self.phi(self.k_proj(X).view(B, N, self.h, self.dk)).transpose(1, 2)
-        V = self.v_proj(X).view(B, N, self.h, self.dk).transpose(1, 2)
+        Q, K, V = project(self, X)
+        Q = self.phi(Q.view(B, N, self.h, self.f)).transpose(1, 2)
+        K = self.phi(K.view(B, N, self.h, self.f)).transpose(1, 2)
+        V = V.view(B, N, self.h, self.dk).transpose(1, 2)
         Qn, Kn = (rope(Q), rope(K)) if self.pos == "rope" else (Q, K)
         mask = causal_mask(N).to(X.dtype)
         numerator = ((Qn @ Kn.transpose(-2, -1)) * mask) @ V

@@ -23,14 +23,16 @@ using namespace trilemma_test;
 
 namespace {
 
+// A family, or "based": linear attention with Based's Taylor map and short convolutions.
 ModelConfig small_config(const std::string& family, int64_t d_model = 16) {
-  ModelConfig c = ModelConfig::of(family);
+  ModelConfig c = ModelConfig::of(family == "based" ? "linear" : family);
   c.vocab = 12;
   c.d_model = d_model;
   c.n_layers = 2;
   c.max_seq_len = 16;
   c.pos = family == "attention" ? "learned" : "none";
   set_options(c, {{"n-heads", "2"}, {"bias", "1"}, {"d-state", "4"}});
+  if (family == "based") set_options(c, {{"feature-map", "taylor"}, {"feature-dim", "4"}, {"short-conv", "3"}});
   return c;
 }
 
@@ -109,7 +111,7 @@ bool tmp_left_in(const fs::path& folder) {
 }  // namespace
 
 TEST_CASE("checkpoint round trip is bit exact and training continues identically") {
-  for (const std::string family : {"attention", "mamba"}) {
+  for (const std::string family : {"attention", "mamba", "based"}) {
     CAPTURE(family);
     const ModelConfig c = small_config(family);
     Trained a(c, 1, 2);

@@ -119,15 +119,17 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
 }
 
 TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
-  for (const char* model : {"attention", "linear", "mamba", "mamba --mixers mamba,attention"}) {
-    CAPTURE(model);
-    const std::string name = std::string(model).substr(0, std::string(model).find(' ')) +
-                             (std::string(model).find("mixers") != std::string::npos ? "-hybrid" : "");
-    const fs::path whole = scratch("whole-" + name), parts = scratch("parts-" + name);
-    const std::string threads = model == std::string("attention") ? " --threads 2" : "";
-    REQUIRE(run(small_run(model, whole, " --steps 50" + threads)).code == 0);
+  // Based: linear attention with the Taylor map and short convolutions; a hybrid stack.
+  const std::pair<const char*, const char*> models[] = {
+      {"attention", " --threads 2"}, {"linear", ""}, {"mamba", ""},
+      {"based", " --feature-map taylor --feature-dim 4 --short-conv 3"}, {"hybrid", " --mixers mamba,attention"}};
+  for (auto [name, options] : models) {
+    CAPTURE(name);
+    const std::string model = name == std::string("based") ? "linear" : name == std::string("hybrid") ? "mamba" : name;
+    const fs::path whole = scratch(std::string("whole-") + name), parts = scratch(std::string("parts-") + name);
+    REQUIRE(run(small_run(model, whole, std::string(" --steps 50") + options)).code == 0);
     // Stop at a step that is neither a log, evaluation nor checkpoint step, and resume twice.
-    Run a = run(small_run(model, parts, " --steps 50 --stop-at 13" + threads));
+    Run a = run(small_run(model, parts, std::string(" --steps 50 --stop-at 13") + options));
     REQUIRE(a.code == 0);
     CHECK(a.out.find("paused at step 13/50") != std::string::npos);
     CHECK(json_value(parts / "summary.json", "status") == "\"paused\"");
