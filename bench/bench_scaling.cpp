@@ -101,14 +101,12 @@ ModelConfig variant_model(const std::string& spec, const Settings& s) {
       throw UsageError("--variant " + spec + ": '" + parts[i] + "' is not KEY=VALUE (allowed: MIXERS[:KEY=VALUE...])");
     overrides[parts[i].substr(0, eq)] = parts[i].substr(eq + 1);
   }
-  ModelConfig cfg;
-  cfg.mixers = parts[0];
-  if (parts[0].find('+') == std::string::npos) cfg.family = parts[0], cfg.mixers.clear();
-  as_usage_error([&] {
-    TextMap no_text;
-    read_text(cfg, no_text, false);  // the option boxes follow the families named
-    for (const std::string& f : cfg.layer_families()) family_spec(f);
-    return 0;
+  const bool hybrid = parts[0].find('+') != std::string::npos;
+  ModelConfig cfg = as_usage_error([&] {
+    ModelConfig c = ModelConfig::of(hybrid ? ModelConfig().family : parts[0]);
+    if (hybrid) read_text(c, {{"mixers", parts[0]}}, false);  // the option boxes follow the families named
+    for (const std::string& f : c.layer_families()) family_spec(f);
+    return c;
   });
   const std::vector<std::string> keys = field_keys(cfg);
   for (const auto& [key, value] : overrides)

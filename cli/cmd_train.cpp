@@ -126,6 +126,9 @@ RunConfig new_run_config(const po::variables_map& vm) {
     return RunConfig::of(vm["model"].as<std::string>(), vm["task"].as<std::string>());
   });
   read_given(vm, c);
+  if (c.model.hybrid() && !vm["model"].defaulted() && vm["model"].as<std::string>() != c.model.family)
+    throw UsageError("--model " + vm["model"].as<std::string>() + " differs from the first entry of --mixers " +
+                     c.model.mixers + " (allowed: that entry, or --model left out)");
   refuse_foreign(vm, c, run_options(), "model " + c.model.name() + " on task " + c.task.task);
   as_usage_error([&] {
     c.resolve();

@@ -191,7 +191,13 @@ void ModelConfig::validate() const {
 
 void ModelConfig::validate_hybrid() const {
   const std::vector<std::string> names = layer_families();
-  for (const std::string& n : names) family_spec(n);  // an Error naming the known families
+  for (const std::string& n : names) {
+    try {
+      family_spec(n);
+    } catch (const Error& e) {
+      throw Error("--mixers " + mixers + ": " + e.what());
+    }
+  }
   if (int64_t(names.size()) > n_layers)
     throw Error("--mixers " + mixers + " names " + std::to_string(names.size()) + " layers but --n-layers is " +
                 std::to_string(n_layers) + " (allowed: n-layers >= the entries of mixers)");

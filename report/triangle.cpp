@@ -85,7 +85,7 @@ Verdict needle_verdict(const TriangleRow& row, const std::vector<const RunRow*>&
     if (v.n < kMinSeeds) v.outcome = Outcome::did_not_learn, v.note = below;
     else v.note = below + ", left out";
   }
-  if (row.window > 0 && row.n_layers && row.needle_distance) {
+  if (row.window > 0 && !row.hybrid && row.n_layers && row.needle_distance) {
     const int64_t reach = *row.n_layers * (row.window - 1);  // each layer looks W - 1 tokens further back
     if (reach < *row.needle_distance) {
       v.outcome = Outcome::structural_no;
@@ -160,7 +160,11 @@ TriangleRow variant_row(const std::string& model, int64_t window, const std::vec
   const std::vector<const RunRow*> needle_cell = best_cell_runs(groups, "needle", model, window),
                                    distractor_cell = best_cell_runs(groups, "needle+distractors", model, window);
   for (const auto* cell : {&distractor_cell, &needle_cell})
-    if (!cell->empty()) row.n_layers = integer_key(*cell->front(), "n-layers");
+    if (!cell->empty()) {
+      row.n_layers = integer_key(*cell->front(), "n-layers");
+      const Json mixers = cell->front()->value("mixers");
+      row.hybrid = mixers.is_string() && !mixers.get<std::string>().empty();
+    }
   row.receptive_field = needle_verdict(row, needle_cell);
   row.needle_distractors = needle_verdict(row, distractor_cell);
   row.precise_matching = matching_verdict(row, best_cell_runs(groups, "mqar", model, window), needle_runs);
@@ -276,13 +280,13 @@ std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<Triangle
                       r.precise_matching.text(), held.empty() ? "none" : joined(held, " + "),
                       values_text(r.needle_distractors), r.needle_distractors.text()});
   }
-  char rules[1600];
+  char rules[2048];
   std::snprintf(
       rules, sizeof rules,
       "Global receptive field: needle accuracy at the farthest distance d >= %.2f; a seed below %.2f at the "
       "shortest distance did not learn the task and is left out (in parentheses), and with fewer than %d seeds "
-      "left the corner reads `did not learn`; a windowed stack whose reach L x (W - 1) is below d reads `no "
-      "(structural)`. Precise matching: MQAR token accuracy >= %.2f (`did not learn` when no needle run of the "
+      "left the corner reads `did not learn`; a stack of windowed attention layers whose reach L x (W - 1) is "
+      "below d reads `no (structural)` (a hybrid's other layers reach further). Precise matching: MQAR token accuracy >= %.2f (`did not learn` when no needle run of the "
       "variant reached %.2f at the shortest distance). Each seed's final evaluation at the variant's best size and "
       "learning rate (highest mean final token accuracy), in seed order. A corner is decided with at least %d "
       "seeds when all lie on one side of the threshold or the 95%% t interval of their mean does; otherwise "

@@ -27,6 +27,7 @@ struct TriangleRow {
   int64_t window = 0;
   std::optional<int64_t> needle_distance, nearest_distance;  // the farthest and the shortest
   std::optional<int64_t> n_layers;                           // of the needle's best cell
+  bool hybrid = false;  // layers of several families: a window bounds only the attention layers' reach
   Verdict receptive_field, linear_cost, precise_matching;
   Verdict needle_distractors;  // the needle with values among the fillers: matching at a distance
   std::optional<double> memory_exponent, state_bytes;

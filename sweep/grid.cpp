@@ -198,6 +198,8 @@ RunConfig resolved_run(const TextMap& given) {
     return it == given.end() ? fallback : it->second;
   };
   RunConfig c = RunConfig::of(value_of("model", defaults.model.family), value_of("task", defaults.task.task));
+  // A hybrid's mixers first: its families' options are then the run's own.
+  if (const std::string mixers = value_of("mixers", "-"); mixers != "-") read_text(c, {{"mixers", mixers}}, false);
   const std::vector<std::string> own = field_keys(c);
   const std::set<std::string> own_keys(own.begin(), own.end());
   ListFields lists;
@@ -208,7 +210,7 @@ RunConfig resolved_run(const TextMap& given) {
     if (!own_keys.count(key)) {
       const std::vector<std::string> owners = owners_of(key);
       if (owners.empty()) throw Error("unknown option '" + key + "' (allowed: see `trilemma train --help`)");
-      throw Error("--" + key + " is an option of " + joined(owners) + ", not of model " + c.model.family +
+      throw Error("--" + key + " is an option of " + joined(owners) + ", not of model " + c.model.name() +
                   " on task " + c.task.task);
     }
     // A list-valued option's items are separated by spaces in a grid (commas separate runs).

@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,12 @@ std::map<std::string, ModelConfig> variants() {
   set_options(v["linear taylor"], {{"feature-map", "taylor"}, {"feature-dim", "4"}});
   v["linear based"] = small("linear");
   set_options(v["linear based"], {{"feature-map", "taylor"}, {"short-conv", "3"}});
+  // Hybrid stacks: each layer its family's norm and options; a window in the attention layers.
+  v["hybrid mamba+attention"] = small("mamba");
+  set_options(v["hybrid mamba+attention"], {{"mixers", "mamba,attention"}});
+  v["hybrid linear+attention window"] = small("linear", "learned");
+  v["hybrid linear+attention window"].n_layers = 3;
+  set_options(v["hybrid linear+attention window"], {{"mixers", "linear,attention"}, {"window", "2"}});
   v["mamba"] = small("mamba");
   v["mamba"].mlp = "none";
   v["mamba mlp post-norm"] = small("mamba");
@@ -222,6 +230,7 @@ TEST_CASE("recurrent decoding gives the parallel forward's logits") {
 TEST_CASE("state_bytes: attention grows with T (up to its window), linear attention and Mamba do not") {
   for (auto& [name, cfg] : variants()) {
     INFO(name);
+    if (cfg.hybrid()) continue;  // the next test case
     LanguageModel model(cfg, 1);
     const int64_t s1 = model.state_bytes(64), s2 = model.state_bytes(128);
     CHECK(s1 > 0);
@@ -253,6 +262,57 @@ TEST_CASE("state_bytes: attention grows with T (up to its window), linear attent
   set_options(based, {{"short-conv", "3"}});
   CHECK(LanguageModel(based, 1).state_bytes(7) ==
         based.n_layers * (273 * 65 + (3 - 1) * (16 + 16 + 64)) * int64_t(sizeof(float)));
+}
+
+TEST_CASE("hybrid stacks: layer i is mixers[i mod n], with its family's options, norm and state") {
+  ModelConfig cfg = small("attention", "learned");
+  cfg.n_layers = 4;
+  set_options(cfg, {{"mixers", "linear+attention"}, {"window", "3"}, {"feature-map", "relu"}, {"n-heads", "4"}});
+  CHECK(cfg.family == "linear");  // the first entry
+  CHECK(cfg.mixers == "linear,attention");
+  CHECK(cfg.name() == "linear+attention");
+  CHECK(cfg.variant() == "linear+attention feature-map=relu");
+  const ModelConfig c = cfg.checked();
+  CHECK(c.layer(0).options<LinearAttentionOptions>().feature_map == "relu");
+  CHECK(c.layer(1).options<MultiHeadAttentionOptions>().window == 3);
+  CHECK(c.layer(3).options<MultiHeadAttentionOptions>().window == 3);
+  for (int64_t i = 0; i < 4; ++i) CHECK(c.layer(i).options<HeadOptions>().n_heads == 4);  // one shared value
+  // Written once per key, and read back into any config: the same stack.
+  TextMap text;
+  write_text(c, text);
+  CHECK(text.at("mixers") == "linear,attention");
+  CHECK(text.at("window") == "3");
+  ModelConfig again = ModelConfig::of("mamba");
+  read_text(again, text, true);
+  TextMap text_again;
+  write_text(again, text_again);
+  CHECK(text_again == text);
+
+  LanguageModel m(c, 1);
+  for (int64_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    const bool attention = i % 2 == 1;
+    CHECK((dynamic_cast<MultiHeadAttention*>(m.layers[size_t(i)]->mixer.get()) != nullptr) == attention);
+    // Each layer holds the state of its own family: a ring of 3 K and V rows, or (S, z).
+    const int64_t H = 4, Dh = c.d_model / H;
+    const int64_t own = attention ? 2 * 3 * c.d_model * int64_t(sizeof(float)) : H * (Dh * Dh + Dh) * int64_t(sizeof(float));
+    CHECK(m.layer_state_bytes(64)[size_t(i)] == own);
+  }
+  const std::vector<int64_t> per_layer = m.layer_state_bytes(64);
+  CHECK(m.state_bytes(64) == std::accumulate(per_layer.begin(), per_layer.end(), int64_t(0)));
+  // A Mamba-first stack: RMSNorm named "norm" in its Mamba layers and for norm_f, LayerNorm in the
+  // attention layers.
+  ModelConfig ma = small("mamba");
+  set_options(ma, {{"mixers", "mamba,attention"}});
+  LanguageModel mm(ma, 1);
+  std::set<std::string> names;
+  for (const Parameter& p : mm.parameters()) names.insert(p.name);
+  CHECK(names.count("backbone.layers.0.norm.weight") == 1);
+  CHECK(names.count("backbone.layers.0.mixer.A_log") == 1);
+  CHECK(names.count("backbone.layers.1.norm1.bias") == 1);
+  CHECK(names.count("backbone.layers.1.mixer.q_proj.weight") == 1);
+  CHECK(names.count("backbone.norm_f.weight") == 1);
+  CHECK(names.count("backbone.norm_f.bias") == 0);
 }
 
 TEST_CASE("decoding errors name the problem") {
@@ -440,6 +500,13 @@ TEST_CASE("config validation names the field and what is allowed") {
                  "--a-init hippo-legs needs --ssm-selective 0"});
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.options<MambaOptions>().a_init = "s4d-lin"; }),
                  "--a-init s4d-lin needs --ssm-selective 0"});
+  // Hybrid stacks: the list against n-layers, each entry a family, each layer's own checks.
+  bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba,attention,linear"}}); }),
+                 "--mixers mamba,attention,linear names 3 layers but --n-layers is 2 (allowed: n-layers >= the entries of mixers)"});
+  bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba+rnn"}}); }),
+                 "--mixers mamba,rnn: --model 'rnn' unknown (allowed: attention, linear, mamba)"});
+  bad.push_back({with(small("attention", "rope"), [](ModelConfig& c) { set_options(c, {{"mixers", "attention mamba"}}); }),
+                 "--mixers attention,mamba, layer 1 (mamba): --pos 'rope' is not allowed for model mamba (allowed: none)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.vocab = 0; }),
                  "vocab 0 must be >= 1"});
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { c.options<MambaOptions>().d_state = -1; }),

@@ -158,6 +158,9 @@ TEST_CASE("a bad grid is one line of error before any run starts") {
       {base + "d-model = 16, , 32\n", "an empty item"},
       {base + "lr = 1e-3, -1\n", "--lr -1 is out of range"},
       {base + "model = attention\nd-state = 8\n", "--d-state is an option of mamba, not of model attention"},
+      {base + "model = mamba\nmixers = mamba+attention\nfeature-map = relu\n",
+       "--feature-map is an option of linear, not of model mamba+attention"},
+      {base + "mixers = mamba+rnn\n", "--mixers mamba,rnn: --model 'rnn' unknown"},
       {base + "threads = 2\n", "--threads is set by the sweep"},
       {base + "(seq-len, num-kv-pairs) = (32, 4), (64)\n", "holds 1 values for 2 keys"},
       {base + "[a]\nmodel = mamba\n[a]\n", "section [a] appears twice"},
@@ -193,6 +196,15 @@ TEST_CASE("a run id ignores a field added later while it holds its default") {
   const std::vector<std::string> plain = ids(kGrid);
   REQUIRE(plain.size() == 4);
   CHECK(ids("on-nonfinite = stop\ndetect-anomaly = false\n" + std::string(kGrid)) == plain);
+  std::string with_default = kGrid;  // Based's short convolution came later: at its default, no new ids
+  with_default.replace(with_default.find("max-seq-len = 48\n"), 17, "max-seq-len = 48\nshort-conv = 0\n");
+  CHECK(ids(with_default) == plain);
+  // A hybrid's families' options are its own; its list reads the same with '+' or spaces.
+  const std::string hybrid = "task = mqar\nseq-len = 32\nvocab = 64\nsteps = 5\nmodel = mamba\nwindow = 4\n";
+  const std::vector<std::string> plus = ids(hybrid + "mixers = mamba+attention\n");
+  REQUIRE(plus.size() == 1);
+  CHECK(plus[0].rfind("mamba+attention-mqar-", 0) == 0);
+  CHECK(ids(hybrid + "mixers = mamba attention\n") == plus);
   const std::vector<std::string> skip = ids("on-nonfinite = skip\n" + std::string(kGrid));
   REQUIRE(skip.size() == 4);
   for (size_t i = 0; i < 4; ++i) CHECK(skip[i] != plain[i]);
