@@ -1,0 +1,22 @@
+# Made by `trilemma sweep experiments/escape.grid --out runs/escape` and `trilemma report runs/escape`.
+# Redraw: cd into this folder and run `gnuplot memory_mixer.gp`.
+set terminal png size 900,600
+set termoption noenhanced
+set output 'memory_mixer.png'
+set title "mixer: peak memory vs sequence length"
+set xlabel "sequence length T"
+set ylabel "peak extra tensor bytes"
+set grid
+set key below spacing 1.2 height 1
+set logscale x
+set logscale y
+plot 'memory_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.00", \
+     'memory_mixer.dat' index 1 with lines lw 2 dt 2 lc 1 notitle, \
+     'memory_mixer.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.00", \
+     'memory_mixer.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
+     'memory_mixer.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^0.99", \
+     'memory_mixer.dat' index 5 with lines lw 2 dt 2 lc 3 notitle, \
+     'memory_mixer.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^1.00", \
+     'memory_mixer.dat' index 7 with lines lw 2 dt 2 lc 4 notitle, \
+     'memory_mixer.dat' index 8 with linespoints lw 2 lc 5 title "linear feature-map=taylor feature-dim=16 short-conv=3  T^1.00", \
+     'memory_mixer.dat' index 9 with lines lw 2 dt 2 lc 5 notitle
