@@ -119,13 +119,14 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
 }
 
 TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
-  // Based: linear attention with the Taylor map and short convolutions; a hybrid stack.
+  // Based: linear attention with the Taylor map and short convolutions; a hybrid stack; a window.
   const std::pair<const char*, const char*> models[] = {
-      {"attention", " --threads 2"}, {"linear", ""}, {"mamba", ""},
+      {"attention", " --threads 2"}, {"linear", ""}, {"mamba", ""}, {"window", " --window 5"},
       {"based", " --feature-map taylor --feature-dim 4 --short-conv 3"}, {"hybrid", " --mixers mamba,attention"}};
   for (auto [name, options] : models) {
     CAPTURE(name);
-    const std::string model = name == std::string("based") ? "linear" : name == std::string("hybrid") ? "mamba" : name;
+    const std::string n = name;
+    const std::string model = n == "based" ? "linear" : n == "hybrid" ? "mamba" : n == "window" ? "attention" : n;
     const fs::path whole = scratch(std::string("whole-") + name), parts = scratch(std::string("parts-") + name);
     REQUIRE(run(small_run(model, whole, std::string(" --steps 50") + options)).code == 0);
     // Stop at a step that is neither a log, evaluation nor checkpoint step, and resume twice.
