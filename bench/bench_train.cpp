@@ -36,15 +36,22 @@ namespace {
 // The sizes of the comparison. Attention and linear attention: pre-norm blocks with a GELU MLP,
 // biases on the projections, learned positions; Mamba: its blocks alone (no MLP, as in the
 // paper). Vocabulary 64, the induction task.
+// The experiments' sizes (E64, E256, E1024: the models the grids train): d 64, 2 layers, no MLP,
+// tied embeddings, 1 head with learned positions (Mamba: none), no biases, vocabulary 512, batch
+// 64, MQAR with T / 16 pairs.
 struct TrainSize {
   const char* name;
   int64_t d_model, n_layers, heads, seq_len, batch;
+  bool experiment = false;
 };
 constexpr TrainSize kSizes[] = {{"S", 128, 2, 4, 256, 16},
                                 {"W", 512, 4, 8, 256, 8},
                                 {"L1024", 128, 2, 4, 1024, 4},
                                 {"L2048", 128, 2, 4, 2048, 4},
-                                {"L4096", 128, 2, 4, 4096, 4}};
+                                {"L4096", 128, 2, 4, 4096, 4},
+                                {"E64", 64, 2, 1, 64, 64, true},
+                                {"E256", 64, 2, 1, 256, 64, true},
+                                {"E1024", 64, 2, 1, 1024, 64, true}};
 constexpr int kWarmupSteps = 2;
 
 std::string size_names() {
@@ -71,17 +78,21 @@ std::vector<std::string> split_commas(const std::string& text) {
 }
 
 RunConfig train_config(const TrainSize& size, const std::string& family) {
-  RunConfig c = RunConfig::of(family, "induction");
+  RunConfig c = RunConfig::of(family, size.experiment ? "mqar" : "induction");
   const bool heads = dynamic_cast<HeadOptions*>(c.model.mixer.get()) != nullptr;
-  TextMap text = {{"vocab", "64"},
+  TextMap text = {{"vocab", size.experiment ? "512" : "64"},
                   {"d-model", std::to_string(size.d_model)},
                   {"n-layers", std::to_string(size.n_layers)},
                   {"seq-len", std::to_string(size.seq_len)},
                   {"batch", std::to_string(size.batch)},
-                  {"mlp", heads ? "gelu" : "none"}};
+                  {"mlp", heads && !size.experiment ? "gelu" : "none"}};
+  if (size.experiment) {
+    text["num-kv-pairs"] = std::to_string(size.seq_len / 16);
+    text["tie-embeddings"] = "1";
+  }
   if (heads) {
     text["n-heads"] = std::to_string(size.heads);
-    text["bias"] = "1";
+    text["bias"] = size.experiment ? "0" : "1";
     text["pos"] = "learned";
   }
   return as_usage_error([&] {
@@ -189,21 +200,44 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
   return row;
 }
 
-// Runs `args` as a child of /proc/self/exe and returns its stdout; throws on a non-zero exit.
-std::string run_child(const std::vector<std::string>& args, const std::string& label) {
-  process::Launch l;
-  l.argv = args;
-  l.capture_stdout = true;
-  const process::Child child = process::launch(l);
-  const std::string out = process::read_all(child.stdout_fd);
-  const process::Exit e = process::wait_for(child.pid);
-  if (!e.ok()) throw Error("bench train: the row '" + label + "' failed (" + e.text() + ")");
+// Runs `copies` children of /proc/self/exe with `args` at once (as a sweep's lanes run) and
+// returns their stdouts; throws when one exits non-zero.
+std::vector<std::string> run_children(const std::vector<std::string>& args, int copies, const std::string& label) {
+  std::vector<process::Child> children;
+  for (int i = 0; i < copies; ++i) {
+    process::Launch l;
+    l.argv = args;
+    l.capture_stdout = true;
+    children.push_back(process::launch(l));
+  }
+  std::vector<std::string> out;
+  for (const process::Child& child : children) out.push_back(process::read_all(child.stdout_fd));
+  for (const process::Child& child : children)
+    if (const process::Exit e = process::wait_for(child.pid); !e.ok())
+      throw Error("bench train: the row '" + label + "' failed (" + e.text() + ")");
   return out;
+}
+
+// One row's result: a single child's, or with several at once the first's, its step time the
+// median of their medians and each one's beside it.
+Json combined_row(const std::vector<std::string>& outputs) {
+  Json row = Json::parse(outputs.at(0));
+  std::vector<double> medians;
+  for (const std::string& o : outputs) medians.push_back(Json::parse(o)["ms_median"].get<double>());
+  row["processes"] = int64_t(outputs.size());
+  if (outputs.size() > 1) {
+    row["ms_median_per_process"] = medians;
+    row["ms_median"] = median(medians);
+    row["tokens_per_s"] = row["batch"].get<double>() * row["seq_len"].get<double>() / median(medians) * 1e3;
+  }
+  return row;
 }
 
 void print_row(const Json& r) {
   const double share = r["peak_share"].get<double>();
-  std::printf("%-6s %-10s %10lld %10.1f %11.0f %9.0f %8.1f %6.0f%%\n", r["config"].get<std::string>().c_str(),
+  const int64_t processes = r.value("processes", int64_t(1));
+  const std::string config = r["config"].get<std::string>() + (processes > 1 ? " x" + std::to_string(processes) : "");
+  std::printf("%-8s %-10s %10lld %10.1f %11.0f %9.0f %8.1f %6.0f%%\n", config.c_str(),
               r["model"].get<std::string>().c_str(), (long long)r["params"].get<int64_t>(),
               r["ms_median"].get<double>(), r["tokens_per_s"].get<double>(), r["peak_rss_mib"].get<double>(),
               r["gflops"].get<double>(), 100 * share);
@@ -221,6 +255,7 @@ int bench_train(const po::variables_map& vm) {
   for (const TrainSize* s : sizes)
     for (const std::string& f : families) train_config(*s, f);  // every row checked before any runs
   const int steps = bench_repeats(vm, 10);
+  const int processes = vm["processes"].as<int>();
   const bool json = vm["json"].as<bool>(), profile = vm["profile"].as<bool>();
   if (vm["row"].as<bool>()) {  // a child: one row, one JSON line
     std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile).dump().c_str());
@@ -230,7 +265,7 @@ int bench_train(const po::variables_map& vm) {
   // OMP_WAIT_POLICY=active.
   if (!json)
     std::printf("train step, median of %d steps after %d warm-up; peak = share of the sgemm peak (2048^3) "
-                "measured in the row's process; load average %.2f\n%-6s %-10s %10s %10s %11s %9s %8s %7s\n",
+                "measured in the row's process; load average %.2f\n%-8s %-10s %10s %10s %11s %9s %8s %7s\n",
                 steps, kWarmupSteps, load_average(), "config", "model", "params", "ms/step", "tokens/s",
                 "RSS MiB", "GFLOP/s", "peak");
   for (const TrainSize* s : sizes)
@@ -240,7 +275,7 @@ int bench_train(const po::variables_map& vm) {
                                        std::to_string(num_threads()), "--gemm", runtime_info().gemm_backend,
                                        "--json"};
       if (profile) args.push_back("--profile");
-      const Json r = Json::parse(run_child(args, std::string(s->name) + " " + f));
+      const Json r = combined_row(run_children(args, processes, std::string(s->name) + " " + f));
       if (json) {
         std::printf("%s\n", r.dump().c_str());
         std::fflush(stdout);

@@ -28,7 +28,7 @@ every parameter's gradient): RMS(fast32 - plain64) <= 4 RMS(plain32 - plain64) +
 RMS(plain64). Reordered float32 sums differ from the reference by a few times its own rounding
 error, never more; a wrong formula is off by orders of magnitude.
 
-Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096
+Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096|E64|E256|E1024
        --model attention|linear|mamba [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
        [--threads 2] [--json]
        /usr/bin/python3 bench/torch_models.py --check
@@ -60,23 +60,32 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCH
     "L1024": (128, 2, 4, 1024, 4),
     "L2048": (128, 2, 4, 2048, 4),
     "L4096": (128, 2, 4, 4096, 4),
+    # The experiments' models (trilemma bench train's E rows): no MLP, tied embeddings, no biases,
+    # vocabulary EXPERIMENT_VOCAB.
+    "E64": (64, 2, 1, 64, 64),
+    "E256": (64, 2, 1, 256, 64),
+    "E1024": (64, 2, 1, 1024, 64),
 }
+EXPERIMENT_VOCAB = 512
 TUNED = {"attention": lambda T: "qkv",
          "linear": lambda T: "chunked",
          "mamba": lambda T: "chunked"}
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
 
 
-def model_config(family, d, layers, heads, T):
-    cfg = dict(family=family, vocab=VOCAB, d_model=d, n_layers=layers, max_seq_len=T)
+def model_config(family, d, layers, heads, T, experiment=False):
+    cfg = dict(family=family, vocab=EXPERIMENT_VOCAB if experiment else VOCAB, d_model=d, n_layers=layers,
+               max_seq_len=T)
+    if experiment:
+        cfg.update(mlp="none", tie_embeddings=True)
     if family == "mamba":
         return dict(cfg, mlp="none")
-    return dict(cfg, n_heads=heads, bias=True, pos="learned")
+    return dict(cfg, n_heads=heads, bias=not experiment, pos="learned")
 
 
-def build(family, d, layers, heads, T, variant=None, seed=0):
+def build(family, d, layers, heads, T, variant=None, seed=0, experiment=False):
     torch.manual_seed(seed)
-    model = LanguageModel(model_config(family, d, layers, heads, T))
+    model = LanguageModel(model_config(family, d, layers, heads, T, experiment))
     return use_form(model, family, variant) if variant else model
 
 
@@ -99,7 +108,7 @@ def train_step(model, opt, ids, targets, step, total):
     for group in opt.param_groups:
         group["lr"] = lr_at(step, total)
     logits = model(ids)
-    loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
     opt.step()
@@ -114,11 +123,13 @@ def bench(a):
         variant = a.variant or TUNED[a.model](T)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    model = build(a.model, d, layers, heads, T, variant)
+    experiment = a.config.startswith("E")
+    model = build(a.model, d, layers, heads, T, variant, experiment=experiment)
     opt = make_optimizer(model, a.form == "tuned")
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, VOCAB, (batch, T), generator=g)
-    targets = torch.randint(0, VOCAB, (batch, T), generator=g)
+    vocab = EXPERIMENT_VOCAB if experiment else VOCAB
+    ids = torch.randint(0, vocab, (batch, T), generator=g)
+    targets = torch.randint(0, vocab, (batch, T), generator=g)
     total = a.warmup + a.steps
     ms = []
     for step in range(total):

@@ -63,7 +63,11 @@ void bench_options(CommandOptions& o) {
        "scaling, decode, train: model families, comma-separated")
       ("configs", po::value<std::string>()->value_name("LIST"),
        "train: sizes, comma-separated, of S (d 128, 2 layers, T 256, B 16), W (d 512, 4 layers, "
-       "8 heads, T 256, B 8), L1024, L2048, L4096 (d 128, 2 layers, B 4); default all")
+       "8 heads, T 256, B 8), L1024, L2048, L4096 (d 128, 2 layers, B 4), and the experiments' E64, E256, "
+       "E1024 (d 64, 2 layers, 1 head, no MLP, tied, vocabulary 512, B 64, MQAR); default all")
+      ("processes", po::value<int>()->value_name("N")->default_value(1)->notifier(in_range("processes", 1, 64)),
+       "train: run N copies of each row at once, as a sweep's lanes do (e.g. 2 with --threads 1); the step time "
+       "is the median of their medians")
       ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward")
       ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),

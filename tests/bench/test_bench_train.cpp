@@ -95,6 +95,44 @@ TEST_CASE("bench train: one row per model with the comparison's parameters, FLOP
   CHECK(profile_ops(rows[2]).at("selective_scan").at("calls") == kLayers);
 }
 
+// The experiments' models (E64): d 64, 2 layers, 1 head with learned positions and no biases (Mamba:
+// no positions), no MLP, tied embeddings, vocabulary 512, T 64.
+int64_t experiment_params(const std::string& family) {
+  tri::ModelConfig cfg = tri::ModelConfig::of(family);
+  cfg.d_model = 64;
+  cfg.n_layers = 2;
+  cfg.vocab = 512;
+  cfg.max_seq_len = 64;
+  cfg.mlp = "none";
+  cfg.tie_embeddings = true;
+  if (auto* heads = dynamic_cast<tri::HeadOptions*>(cfg.mixer.get())) {
+    heads->n_heads = 1;
+    cfg.pos = "learned";
+  }
+  return tri::LanguageModel(cfg, 0).num_parameters();
+}
+
+TEST_CASE("bench train: the experiments' sizes, and rows run as two processes at once") {
+  Run r = run("bench train --configs E64 --models attention,mamba --repeats 1 --threads 1 --processes 2 --json",
+              "OMP_NUM_THREADS=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<json> rows = json_lines(r.out);
+  REQUIRE(rows.size() == 2);
+  for (const json& row : rows) {
+    INFO(row.dump());
+    CHECK(row.at("config") == "E64");
+    CHECK(row.at("batch") == 64);
+    CHECK(row.at("seq_len") == 64);
+    CHECK(row.at("mlp") == "none");
+    CHECK(row.at("params").get<int64_t>() == experiment_params(row.at("model")));
+    CHECK(row.at("processes") == 2);
+    const std::vector<double> medians = row.at("ms_median_per_process");
+    REQUIRE(medians.size() == 2);
+    CHECK(row.at("ms_median").get<double>() == doctest::Approx((medians[0] + medians[1]) / 2));  // median of two
+  }
+}
+
 TEST_CASE("bench train: a table by default; an unknown configuration is one line") {
   Run bad = run("bench train --configs S,XL");
   CHECK(bad.code == 2);
