@@ -342,11 +342,11 @@ Tensor causal_conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias) 
 }
 
 Tensor causal_conv1d_step(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& window) {
-  const int64_t B = x.size(0), C = x.size(2), K = weight.size(2);
-  if (x.dim() != 3 || x.size(1) != 1 || weight.size(0) != C || window.dim() != 3 || window.size(0) != B ||
-      window.size(1) != K - 1 || window.size(2) != C)
+  if (x.dim() != 3 || weight.dim() != 3 || window.dim() != 3 || x.size(1) != 1 || weight.size(0) != x.size(2) ||
+      window.size(0) != x.size(0) || window.size(1) != weight.size(2) - 1 || window.size(2) != x.size(2))
     throw Error("causal_conv1d_step: input " + x.shape().str() + ", weight " + weight.shape().str() +
                 " and window " + window.shape().str() + " must be [B, 1, C], [C, 1, K] and [B, K-1, C]");
+  const int64_t B = x.size(0), C = x.size(2), K = weight.size(2);
   Tensor out = Tensor::empty(x.shape());
   const float *w = weight.data(), *cb = bias.defined() ? bias.data() : nullptr;
   for (int64_t bi = 0; bi < B; ++bi) {

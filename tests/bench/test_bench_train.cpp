@@ -21,19 +21,23 @@ using nlohmann::json;
 // Configuration S: d 128, 2 layers, 4 heads, T 256, B 16, vocabulary 64.
 constexpr int64_t kD = 128, kLayers = 2, kHeads = 4, kT = 256, kB = 16, kV = 64;
 
-int64_t expected_params(const std::string& family) {
+// The parameters of a benchmark model built here. The comparison's (S): heads with biases and
+// learned positions, a GELU MLP (Mamba: its blocks alone). The experiments' (E64): d 64, 1 head
+// with learned positions and no biases (Mamba: no positions), no MLP, tied, vocabulary 512.
+int64_t expected_params(const std::string& family, bool experiment = false) {
   tri::ModelConfig cfg = tri::ModelConfig::of(family);
-  cfg.d_model = kD;
+  cfg.d_model = experiment ? 64 : kD;
   cfg.n_layers = kLayers;
-  cfg.vocab = kV;
-  cfg.max_seq_len = kT;
-  if (auto* heads = dynamic_cast<tri::HeadOptions*>(cfg.mixer.get())) {
-    heads->n_heads = kHeads;
-    heads->bias = true;
+  cfg.vocab = experiment ? 512 : kV;
+  cfg.max_seq_len = experiment ? 64 : kT;
+  cfg.tie_embeddings = experiment;
+  auto* heads = dynamic_cast<tri::HeadOptions*>(cfg.mixer.get());
+  if (heads) {
+    heads->n_heads = experiment ? 1 : kHeads;
+    heads->bias = !experiment;
     cfg.pos = "learned";
-  } else {
-    cfg.mlp = "none";
   }
+  if (experiment || !heads) cfg.mlp = "none";
   return tri::LanguageModel(cfg, 0).num_parameters();
 }
 
@@ -95,23 +99,6 @@ TEST_CASE("bench train: one row per model with the comparison's parameters, FLOP
   CHECK(profile_ops(rows[2]).at("selective_scan").at("calls") == kLayers);
 }
 
-// The experiments' models (E64): d 64, 2 layers, 1 head with learned positions and no biases (Mamba:
-// no positions), no MLP, tied embeddings, vocabulary 512, T 64.
-int64_t experiment_params(const std::string& family) {
-  tri::ModelConfig cfg = tri::ModelConfig::of(family);
-  cfg.d_model = 64;
-  cfg.n_layers = 2;
-  cfg.vocab = 512;
-  cfg.max_seq_len = 64;
-  cfg.mlp = "none";
-  cfg.tie_embeddings = true;
-  if (auto* heads = dynamic_cast<tri::HeadOptions*>(cfg.mixer.get())) {
-    heads->n_heads = 1;
-    cfg.pos = "learned";
-  }
-  return tri::LanguageModel(cfg, 0).num_parameters();
-}
-
 TEST_CASE("bench train: the experiments' sizes, and rows run as two processes at once") {
   Run r = run("bench train --configs E64 --models attention,mamba --repeats 1 --threads 1 --processes 2 --json",
               "OMP_NUM_THREADS=1");
@@ -125,7 +112,7 @@ TEST_CASE("bench train: the experiments' sizes, and rows run as two processes at
     CHECK(row.at("batch") == 64);
     CHECK(row.at("seq_len") == 64);
     CHECK(row.at("mlp") == "none");
-    CHECK(row.at("params").get<int64_t>() == experiment_params(row.at("model")));
+    CHECK(row.at("params").get<int64_t>() == expected_params(row.at("model"), /*experiment=*/true));
     CHECK(row.at("processes") == 2);
     const std::vector<double> medians = row.at("ms_median_per_process");
     REQUIRE(medians.size() == 2);
