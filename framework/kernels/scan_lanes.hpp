@@ -23,7 +23,9 @@ inline Lanes ld(const float* p) {
   return v;
 }
 inline void st(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
-inline Lanes bcast(float x) { return Lanes{} + x; }
+// x in every lane. x - 0 is x exactly, signed zeros included, so it compiles to one broadcast
+// (0 + x, which turns -0 into +0, costs a scalar add first).
+inline Lanes bcast(float x) { return x - Lanes{}; }
 
 // The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
 // channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),
@@ -58,12 +60,19 @@ inline void load_lanes(const float* src, int lanes, float* dst) {
   for (int l = 0; l < kLanes; ++l) dst[l] = l < lanes ? src[l] : 0.f;
 }
 
-// dst[l] += src[l] for the lanes [0, lanes) (a gradient row; skipped when dst is null).
-inline void add_lanes(const float* src, int lanes, float* dst) {
+// dst[l] += src[l] for the lanes [0, lanes) (a gradient row; skipped when dst is null). A
+// fresh (uninitialised) dst is set to 0 + src[l], the bits the add into zeros gives.
+inline void add_lanes(const float* src, int lanes, float* dst, bool fresh) {
   if (!dst) return;
+  if (fresh) {
 #pragma omp simd
-  for (int l = 0; l < kLanes; ++l)
-    if (l < lanes) dst[l] += src[l];
+    for (int l = 0; l < kLanes; ++l)
+      if (l < lanes) dst[l] = 0.f + src[l];
+  } else {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l)
+      if (l < lanes) dst[l] += src[l];
+  }
 }
 
 // Channels-last rows are 4E bytes apart, so a block walking through time touches a new cache

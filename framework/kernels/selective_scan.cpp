@@ -24,6 +24,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
@@ -89,28 +90,52 @@ ScanArgs scan_args(const char* op, const Tensor& u, const Tensor& delta, const T
 struct BlockParams {
   int64_t e0 = 0;
   int lanes = 0;
-  float *A, *A2, *B, *C;  // [N][kLanes]: A, A log2(e) (see decay_of); B, C only when time-invariant
-  float D[kLanes], bias[kLanes];
+  const float *A, *A2, *B, *C;  // [N][kLanes]: A, A log2(e) (see decay_of); B, C only when time-invariant
+  const float *D, *bias;        // [kLanes]
 };
 
-void load_block(const ScanArgs& a, int64_t blk, BlockParams& p) {
-  p.e0 = blk * kLanes;
-  p.lanes = int(std::min<int64_t>(kLanes, a.E - p.e0));
-  for (int64_t n = 0; n < a.N; ++n)
-    for (int l = 0; l < kLanes; ++l) {
-      const bool in = l < p.lanes;
-      const int64_t en = (p.e0 + l) * a.N + n;
-      p.A[n * kLanes + l] = in ? a.A[en] : 0.f;
-      p.A2[n * kLanes + l] = in ? a.A[en] * kLog2e : 0.f;
-      if (!a.var_B) p.B[n * kLanes + l] = in ? a.Bm[en] : 0.f;
-      if (!a.var_C) p.C[n * kLanes + l] = in ? a.Cm[en] : 0.f;
+// Every block's parameters, transposed once per call (they do not depend on the batch row).
+class BlockTables {
+ public:
+  explicit BlockTables(const ScanArgs& a)
+      : N_(a.N), E_(a.E), stride_((4 * a.N + 2) * kLanes),
+        t_(size_t(((a.E + kLanes - 1) / kLanes) * stride_)) {
+    const int64_t nblk = (a.E + kLanes - 1) / kLanes;
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      float* A = t_.data() + blk * stride_;
+      float *A2 = A + N_ * kLanes, *B = A2 + N_ * kLanes, *C = B + N_ * kLanes, *D = C + N_ * kLanes;
+      float* bias = D + kLanes;
+      const int64_t e0 = blk * kLanes;
+      for (int64_t n = 0; n < a.N; ++n)
+        for (int l = 0; l < kLanes; ++l) {
+          const bool in = e0 + l < a.E;
+          const int64_t en = (e0 + l) * a.N + n, o = n * kLanes + l;
+          A[o] = in ? a.A[en] : 0.f;
+          A2[o] = in ? a.A[en] * kLog2e : 0.f;
+          B[o] = in && !a.var_B ? a.Bm[en] : 0.f;
+          C[o] = in && !a.var_C ? a.Cm[en] : 0.f;
+        }
+      for (int l = 0; l < kLanes; ++l) {
+        const bool in = e0 + l < a.E;
+        D[l] = in && a.D ? a.D[e0 + l] : 0.f;
+        bias[l] = in && a.bias ? a.bias[e0 + l] : 0.f;
+      }
     }
-  for (int l = 0; l < kLanes; ++l) {
-    const bool in = l < p.lanes;
-    p.D[l] = in && a.D ? a.D[p.e0 + l] : 0.f;
-    p.bias[l] = in && a.bias ? a.bias[p.e0 + l] : 0.f;
   }
-}
+  BlockParams block(int64_t blk) const {
+    const float* A = t_.data() + blk * stride_;
+    BlockParams p;
+    p.e0 = blk * kLanes;
+    p.lanes = int(std::min<int64_t>(kLanes, E_ - p.e0));
+    p.A = A, p.A2 = A + N_ * kLanes, p.B = p.A2 + N_ * kLanes, p.C = p.B + N_ * kLanes;
+    p.D = p.C + N_ * kLanes, p.bias = p.D + kLanes;
+    return p;
+  }
+
+ private:
+  int64_t N_, E_, stride_;
+  std::vector<float> t_;
+};
 
 // One step's per-channel inputs: x = delta + bias, dt (after softplus), u, dt * u.
 struct StepIn {
@@ -198,7 +223,7 @@ int64_t group_size(int64_t batch, int64_t nblk) {
 // Per-thread scratch for the backward, laid out from `base` (every array a multiple of 16
 // floats, so all stay 64-byte aligned). With base = nullptr it only counts the floats.
 struct BackwardScratch {
-  float *A, *A2, *B, *C, *Bv, *Cv, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
+  float *Bv, *Cv, *zero, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
   StepIn* steps;
   int64_t used = 0;
   BackwardScratch(float* base, int64_t N, int64_t G) {
@@ -208,7 +233,7 @@ struct BackwardScratch {
       used += n;
       return r;
     };
-    A = take(nl), A2 = take(nl), B = take(nl), C = take(nl), Bv = take(nl), Cv = take(nl);
+    Bv = take(nl), Cv = take(nl), zero = take(nl);
     H = take((kChunk + 1) * nl), decay = take(kChunk * nl), yy = take(kChunk * kLanes);
     accB = take(kChunk * nl), accC = take(kChunk * nl);
     carry = take(G * nl), dA = take(G * nl), dB = take(G * nl), dC = take(G * nl);
@@ -221,14 +246,15 @@ struct BackwardScratch {
 struct ScanGrads {
   const float* gout;
   float *gu, *gdelta, *gz;
+  bool fresh_u, fresh_delta, fresh_z;  // uninitialised (grad_for_write): each element is set once
   float *partA, *partD, *partBias;  // [batch][Epad][N], [batch][Epad], [batch][Epad]
   float *partB, *partC;             // time-invariant: [batch][Epad][N]; selective: [groups][batch][T][N]
 };
 
 // The backward of blocks [g*G, g*G + G) of batch row b (one work item).
 template <class BC, int NC>
-void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, int64_t b,
-                   int64_t g, int64_t G, BackwardScratch& w) {
+void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
+                   const ScanGrads& gr, int64_t b, int64_t g, int64_t G, BackwardScratch& w) {
   const int64_t N = NC ? NC : a.N, T = a.T, E = a.E, nl = N * kLanes;
   const int64_t nblk = (E + kLanes - 1) / kLanes, Epad = nblk * kLanes;
   const int64_t nchunks = (T + kChunk - 1) / kChunk;
@@ -237,15 +263,12 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
     std::fill(lane_sums, lane_sums + nb * nl, 0.f);
   std::fill(w.dD, w.dD + nb * kLanes, 0.f);
   std::fill(w.dbias, w.dbias + nb * kLanes, 0.f);
-  BlockParams p;
-  p.A = w.A, p.A2 = w.A2, p.B = w.B, p.C = w.C;
+  std::fill(w.zero, w.zero + nl, 0.f);
   for (int64_t c = nchunks - 1; c >= 0; --c) {
     const int64_t t0 = c * kChunk, L = std::min(kChunk, T - t0);
-    if (a.var_B) std::memset(w.accB, 0, sizeof(float) * size_t(L * nl));
-    if (a.var_C) std::memset(w.accC, 0, sizeof(float) * size_t(L * nl));
     for (int64_t j = 0; j < nb; ++j) {
       const int64_t blk = blk0 + j;
-      load_block(a, blk, p);
+      const BlockParams p = tab.block(blk);
       float *carry = w.carry + j * nl, *dA = w.dA + j * nl, *dD = w.dD + j * kLanes,
             *dbias = w.dbias + j * kLanes;
       // Recompute the chunk's states: H[i + 1] is the state after step t0 + i.
@@ -278,8 +301,12 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
           dD[l] += dyy[l] * s.u[l];
         }
         const BC bc(a, p, row, w.Bv, w.Cv);
-        float* dBrow = a.var_B ? w.accB + i * nl : w.dB + j * nl;  // summed over lanes later
+        // Lane sums, reduced across lanes later: selective rows start at the group's first
+        // block (read zeros there instead of clearing the rows first).
+        float* dBrow = a.var_B ? w.accB + i * nl : w.dB + j * nl;
         float* dCrow = a.var_C ? w.accC + i * nl : w.dC + j * nl;
+        const float* dBin = a.var_B && j == 0 ? w.zero : dBrow;
+        const float* dCin = a.var_C && j == 0 ? w.zero : dCrow;
         const float *hprev = w.H + i * nl, *hcur = w.H + (i + 1) * nl, *decay = w.decay + i * nl;
         const Lanes dyyv = ld(dyy), dtu = ld(s.dtu), dt = ld(s.dt);
         Lanes ddtv{}, sBv{};
@@ -287,8 +314,8 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
           const int64_t o = n * kLanes;
           const Lanes da = ld(decay + o);
           const Lanes dh = ld(carry + o) + bc.c(n) * dyyv;  // d loss / d h_t
-          st(dCrow + o, ld(dCrow + o) + ld(hcur + o) * dyyv);
-          st(dBrow + o, ld(dBrow + o) + dh * dtu);
+          st(dCrow + o, ld(dCin + o) + ld(hcur + o) * dyyv);
+          st(dBrow + o, ld(dBin + o) + dh * dtu);
           const Lanes q = dh * ld(hprev + o) * da;  // d loss / d(dt A), per state
           st(dA + o, ld(dA + o) + q * dt);
           ddtv += q * ld(p.A + o);
@@ -308,9 +335,9 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
           dbias[l] += dx[l];
         }
         const int64_t off = row * E + p.e0;
-        add_lanes(du, p.lanes, gr.gu ? gr.gu + off : nullptr);
-        add_lanes(dx, p.lanes, gr.gdelta ? gr.gdelta + off : nullptr);
-        add_lanes(dz, p.lanes, gr.gz ? gr.gz + off : nullptr);
+        add_lanes(du, p.lanes, gr.gu ? gr.gu + off : nullptr, gr.fresh_u);
+        add_lanes(dx, p.lanes, gr.gdelta ? gr.gdelta + off : nullptr, gr.fresh_delta);
+        add_lanes(dz, p.lanes, gr.gz ? gr.gz + off : nullptr, gr.fresh_z);
       }
     }
     // Selective dB, dC of this chunk: the group's lane sums, reduced across lanes.
@@ -344,11 +371,11 @@ void backward_item(const ScanArgs& a, const float* ckpt, const ScanGrads& gr, in
 // The forward of block blk of batch row b: h (scratch) starts at zero; the state entering
 // each chunk goes to the checkpoints `pc` unless null.
 template <class BC, int NC>
-void forward_item(const ScanArgs& a, int64_t b, int64_t blk, BlockParams& p, float* bbuf,
+void forward_item(const ScanArgs& a, const BlockTables& tab, int64_t b, int64_t blk, float* bbuf,
                   float* cbuf, float* h, float* py, float* pc) {
   const int64_t T = a.T, E = a.E, N = NC ? NC : a.N, nl = N * kLanes;
   const int64_t nblk = (E + kLanes - 1) / kLanes, nchunks = (T + kChunk - 1) / kChunk;
-  load_block(a, blk, p);
+  const BlockParams p = tab.block(blk);
   std::memset(h, 0, sizeof(float) * size_t(nl));
   StepIn s;
   float yy[kLanes];
@@ -398,18 +425,17 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
   Tensor ckpt = grad ? Tensor::empty(Shape{batch, nblk, nchunks, N, kLanes}) : Tensor();
   float* py = out.data();
   float* pc = grad ? ckpt.data() : nullptr;
-  // Per thread: the block's A, B, C tables, this step's B, C tables, the state h.
-  Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 7 * nl});
+  const BlockTables tab(a);
+  // Per thread: this step's B, C tables and the state h.
+  Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 3 * nl});
 #pragma omp parallel
   {
-    float* w = scratch.data() + omp_get_thread_num() * 7 * nl;
-    BlockParams p;
-    p.A = w, p.B = w + nl, p.C = w + 2 * nl, p.A2 = w + 6 * nl;
-    float *bbuf = w + 3 * nl, *cbuf = w + 4 * nl, *h = w + 5 * nl;
+    float* w = scratch.data() + omp_get_thread_num() * 3 * nl;
+    float *bbuf = w, *cbuf = w + nl, *h = w + 2 * nl;
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < batch * nblk; ++item)
       dispatch(a, [&]<class BC, int NC>() {
-        forward_item<BC, NC>(a, item / nblk, item % nblk, p, bbuf, cbuf, h, py, pc);
+        forward_item<BC, NC>(a, tab, item / nblk, item % nblk, bbuf, cbuf, h, py, pc);
       });
   }
   if (!grad) return out;
@@ -421,7 +447,18 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
          [a, u, delta, A, Bm, Cm, D, z, delta_bias, ckpt, nblk](const float* gout) {
     const int64_t batch = a.batch, T = a.T, E = a.E, N = a.N, Epad = nblk * kLanes;
     const int64_t G = group_size(batch, nblk), groups = (nblk + G - 1) / G;
-    ScanGrads gr{gout, grad_of(u), grad_of(delta), grad_of(z), nullptr, nullptr, nullptr, nullptr, nullptr};
+    ScanGrads gr{};
+    gr.gout = gout;
+    // Each element of du, d delta and dz is set once, so a new buffer is written rather than
+    // cleared and added to; not when two of them are one tensor (both add into one buffer).
+    if (u.impl() != delta.impl() && u.impl() != z.impl() && delta.impl() != z.impl()) {
+      gr.gu = grad_for_write(u, &gr.fresh_u);
+      gr.gdelta = grad_for_write(delta, &gr.fresh_delta);
+      gr.gz = grad_for_write(z, &gr.fresh_z);
+    } else {
+      gr.gu = grad_of(u), gr.gdelta = grad_of(delta), gr.gz = grad_of(z);
+    }
+    const BlockTables tab(a);
     Tensor partA = Tensor::empty(Shape{batch, Epad, N}), partD = Tensor::empty(Shape{batch, Epad}),
            partBias = Tensor::empty(Shape{batch, Epad});
     Tensor partB = a.var_B ? Tensor::empty(Shape{groups, batch, T, N}) : Tensor::empty(Shape{batch, Epad, N});
@@ -436,7 +473,7 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < batch * groups; ++item)
         dispatch(a, [&]<class BC, int NC>() {
-          backward_item<BC, NC>(a, ckpt.data(), gr, item / groups, item % groups, G, w);
+          backward_item<BC, NC>(a, tab, ckpt.data(), gr, item / groups, item % groups, G, w);
         });
     }
     // Combine the partials in a fixed order (over batch rows, or over channel groups).

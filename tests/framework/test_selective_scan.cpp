@@ -223,6 +223,34 @@ TEST_CASE("fused selective scan gives identical bits on 1 and 2 threads") {
   }
 }
 
+TEST_CASE("the fused scan's gradients add into existing ones, and one tensor given twice gets both") {
+  ScanCase c;
+  c.T = 70;  // two saved chunks
+  const ScanInputs in = make_inputs(c, 5);
+  const Result once = forward_backward([&] { return run_scan(true, in, c.softplus); }, in.list(), 3);
+  // A second backward without clearing: every gradient doubles (x + x is exact).
+  Tensor out = run_scan(true, in, c.softplus);
+  backward(sum(mul(out, gradcheck::uniform(out.shape(), 3))));
+  const std::vector<Tensor> list = in.list();
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].defined()) continue;
+    CAPTURE(kInputNames[k]);
+    std::vector<float> twice = once.grads[k];
+    for (float& g : twice) g += g;
+    CHECK(list[k].grad().tolist() == twice);
+  }
+  // z given as u itself: u's gradient is du + dz, as with a copy of u for z.
+  ScanInputs alias = in, copy = in;
+  alias.z = in.u;
+  copy.z = in.u.clone().requires_grad_();
+  const Result a = forward_backward([&] { return run_scan(true, alias, c.softplus); }, alias.list(), 4);
+  const Result b = forward_backward([&] { return run_scan(true, copy, c.softplus); }, copy.list(), 4);
+  std::vector<float> sum_uz = b.grads[0];
+  for (size_t i = 0; i < sum_uz.size(); ++i) sum_uz[i] += b.grads[6][i];
+  CHECK(a.out == b.out);
+  CHECK(max_rel_err(a.grads[0], sum_uz) < 1e-6);  // du + dz against dz added into du: rounding only
+}
+
 TEST_CASE("selective scan rejects mismatched shapes with a message naming them") {
   ScanCase c;
   const ScanInputs in = make_inputs(c, 1);
