@@ -60,6 +60,13 @@ inline void load_lanes(const float* src, int lanes, float* dst) {
   for (int l = 0; l < kLanes; ++l) dst[l] = l < lanes ? src[l] : 0.f;
 }
 
+// dst[l] = src[l] for the lanes [0, lanes).
+inline void store_lanes(const float* src, int lanes, float* dst) {
+#pragma omp simd
+  for (int l = 0; l < kLanes; ++l)
+    if (l < lanes) dst[l] = src[l];
+}
+
 // dst[l] += src[l] for the lanes [0, lanes) (a gradient row; skipped when dst is null). A
 // fresh (uninitialised) dst is set to 0 + src[l], the bits the add into zeros gives.
 inline void add_lanes(const float* src, int lanes, float* dst, bool fresh) {

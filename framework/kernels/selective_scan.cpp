@@ -37,6 +37,7 @@ using namespace scan_lanes;
 
 constexpr int64_t kChunk = 64;   // steps between saved states
 constexpr int64_t kMaxGroup = 8; // blocks per backward work item (their dB, dC sum lane-wise)
+constexpr int64_t kStage = 8;    // forward: steps whose inputs are prepared together
 
 // ---- arguments ---------------------------------------------------------------------------
 
@@ -223,7 +224,7 @@ int64_t group_size(int64_t batch, int64_t nblk) {
 // Per-thread scratch for the backward, laid out from `base` (every array a multiple of 16
 // floats, so all stay 64-byte aligned). With base = nullptr it only counts the floats.
 struct BackwardScratch {
-  float *Bv, *Cv, *zero, *H, *decay, *yy, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
+  float *Bv, *Cv, *zero, *H, *decay, *yy, *dyy, *dz, *ddt, *sB, *accB, *accC, *carry, *dA, *dB, *dC, *dD, *dbias;
   StepIn* steps;
   int64_t used = 0;
   BackwardScratch(float* base, int64_t N, int64_t G) {
@@ -235,6 +236,7 @@ struct BackwardScratch {
     };
     Bv = take(nl), Cv = take(nl), zero = take(nl);
     H = take((kChunk + 1) * nl), decay = take(kChunk * nl), yy = take(kChunk * kLanes);
+    dyy = take(kChunk * kLanes), dz = take(kChunk * kLanes), ddt = take(kChunk * kLanes), sB = take(kChunk * kLanes);
     accB = take(kChunk * nl), accC = take(kChunk * nl);
     carry = take(G * nl), dA = take(G * nl), dB = take(G * nl), dC = take(G * nl);
     dD = take(G * kLanes), dbias = take(G * kLanes);
@@ -271,21 +273,26 @@ void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
       const BlockParams p = tab.block(blk);
       float *carry = w.carry + j * nl, *dA = w.dA + j * nl, *dD = w.dD + j * kLanes,
             *dbias = w.dbias + j * kLanes;
-      // Recompute the chunk's states: H[i + 1] is the state after step t0 + i.
+      // Recompute the chunk's states: H[i + 1] is the state after step t0 + i. Each pass over
+      // the chunk does one kind of work, so that the per-step arithmetic off the recurrences
+      // overlaps across steps.
       std::memcpy(w.H, ckpt + ((b * nblk + blk) * nchunks + c) * nl, sizeof(float) * size_t(nl));
       for (int64_t i = 0; i < L; ++i) {
         const int64_t row = b * T + t0 + i;
         prefetch_rows({a.u, a.delta, a.z, gr.gout, gr.gu, gr.gdelta, gr.gz}, row, b * T + t0 + L, E, p.e0);
         load_step(a, p, row, w.steps[i]);
+      }
+      for (int64_t i = 0; i < L; ++i) {
+        const int64_t row = b * T + t0 + i;
         block_step<NC>(N, p, BC(a, p, row, w.Bv, w.Cv), w.steps[i], w.H + i * nl, w.H + (i + 1) * nl, w.yy + i * kLanes,
                    w.decay + i * nl);
       }
-      // The adjoint recurrence, backwards through the chunk.
+      // Through the gate: d yy and d z of each step (dD sums backwards in time).
       for (int64_t i = L - 1; i >= 0; --i) {
         const int64_t row = b * T + t0 + i;
-        const StepIn& s = w.steps[i];
-        const float* yy = w.yy + i * kLanes;
-        float g_out[kLanes], zz[kLanes], dyy[kLanes], dz[kLanes];
+        const float *u = w.steps[i].u, *yy = w.yy + i * kLanes;
+        float *dyy = w.dyy + i * kLanes, *dz = w.dz + i * kLanes;
+        float g_out[kLanes], zz[kLanes];
         load_lanes(gr.gout + row * E + p.e0, p.lanes, g_out);
         if (a.z) load_lanes(a.z + row * E + p.e0, p.lanes, zz);
 #pragma omp simd
@@ -298,8 +305,13 @@ void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
             dyy[l] = g_out[l];
             dz[l] = 0.f;
           }
-          dD[l] += dyy[l] * s.u[l];
+          dD[l] += dyy[l] * u[l];
         }
+      }
+      // The adjoint recurrence, backwards through the chunk.
+      for (int64_t i = L - 1; i >= 0; --i) {
+        const int64_t row = b * T + t0 + i;
+        const StepIn& s = w.steps[i];
         const BC bc(a, p, row, w.Bv, w.Cv);
         // Lane sums, reduced across lanes later: selective rows start at the group's first
         // block (read zeros there instead of clearing the rows first).
@@ -308,7 +320,7 @@ void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
         const float* dBin = a.var_B && j == 0 ? w.zero : dBrow;
         const float* dCin = a.var_C && j == 0 ? w.zero : dCrow;
         const float *hprev = w.H + i * nl, *hcur = w.H + (i + 1) * nl, *decay = w.decay + i * nl;
-        const Lanes dyyv = ld(dyy), dtu = ld(s.dtu), dt = ld(s.dt);
+        const Lanes dyyv = ld(w.dyy + i * kLanes), dtu = ld(s.dtu), dt = ld(s.dt);
         Lanes ddtv{}, sBv{};
         for (int64_t n = 0; n < N; ++n) {
           const int64_t o = n * kLanes;
@@ -322,9 +334,14 @@ void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
           sBv += dh * bc.b(n);
           st(carry + o, da * dh);
         }
-        float ddt[kLanes], sB[kLanes];
-        st(ddt, ddtv);
-        st(sB, sBv);
+        st(w.ddt + i * kLanes, ddtv);
+        st(w.sB + i * kLanes, sBv);
+      }
+      // d u, d delta (through the softplus) and d z of each step (d bias sums backwards in time).
+      for (int64_t i = L - 1; i >= 0; --i) {
+        const int64_t row = b * T + t0 + i;
+        const StepIn& s = w.steps[i];
+        const float *dyy = w.dyy + i * kLanes, *ddt = w.ddt + i * kLanes, *sB = w.sB + i * kLanes;
         float du[kLanes], dx[kLanes];
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
@@ -337,7 +354,7 @@ void backward_item(const ScanArgs& a, const BlockTables& tab, const float* ckpt,
         const int64_t off = row * E + p.e0;
         add_lanes(du, p.lanes, gr.gu ? gr.gu + off : nullptr, gr.fresh_u);
         add_lanes(dx, p.lanes, gr.gdelta ? gr.gdelta + off : nullptr, gr.fresh_delta);
-        add_lanes(dz, p.lanes, gr.gz ? gr.gz + off : nullptr, gr.fresh_z);
+        add_lanes(w.dz + i * kLanes, p.lanes, gr.gz ? gr.gz + off : nullptr, gr.fresh_z);
       }
     }
     // Selective dB, dC of this chunk: the group's lane sums, reduced across lanes.
@@ -377,25 +394,34 @@ void forward_item(const ScanArgs& a, const BlockTables& tab, int64_t b, int64_t 
   const int64_t nblk = (E + kLanes - 1) / kLanes, nchunks = (T + kChunk - 1) / kChunk;
   const BlockParams p = tab.block(blk);
   std::memset(h, 0, sizeof(float) * size_t(nl));
-  StepIn s;
-  float yy[kLanes];
-  for (int64_t t = 0; t < T; ++t) {
-    if (pc && t % kChunk == 0)
-      std::memcpy(pc + ((b * nblk + blk) * nchunks + t / kChunk) * nl, h, sizeof(float) * size_t(nl));
-    const int64_t row = b * T + t;
-    prefetch_rows({a.u, a.delta, a.z, py}, row, (b + 1) * T, E, p.e0);
-    load_step(a, p, row, s);
-    block_step<NC>(N, p, BC(a, p, row, bbuf, cbuf), s, h, h, yy, nullptr);
-    if (a.z) {
-      float zz[kLanes];
-      load_lanes(a.z + row * E + p.e0, p.lanes, zz);
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) yy[l] *= zz[l] * sigmoid_approx(zz[l]);
+  // Steps in groups of kStage: first every step's inputs (independent of each other), then the
+  // recurrence, then the gate and the stores, so that the per-step arithmetic off the
+  // recurrence overlaps instead of waiting between its steps.
+  StepIn s[kStage];
+  float yy[kStage][kLanes];
+  for (int64_t t0 = 0; t0 < T; t0 += kStage) {
+    const int64_t n_steps = std::min(kStage, T - t0);
+    for (int64_t i = 0; i < n_steps; ++i) {
+      const int64_t row = b * T + t0 + i;
+      prefetch_rows({a.u, a.delta, a.z, py}, row, (b + 1) * T, E, p.e0);
+      load_step(a, p, row, s[i]);
     }
-    float* dst = py + row * E + p.e0;
+    for (int64_t i = 0; i < n_steps; ++i) {
+      const int64_t t = t0 + i, row = b * T + t;
+      if (pc && t % kChunk == 0)
+        std::memcpy(pc + ((b * nblk + blk) * nchunks + t / kChunk) * nl, h, sizeof(float) * size_t(nl));
+      block_step<NC>(N, p, BC(a, p, row, bbuf, cbuf), s[i], h, h, yy[i], nullptr);
+    }
+    for (int64_t i = 0; i < n_steps; ++i) {
+      const int64_t row = b * T + t0 + i;
+      if (a.z) {
+        float zz[kLanes];
+        load_lanes(a.z + row * E + p.e0, p.lanes, zz);
 #pragma omp simd
-    for (int l = 0; l < kLanes; ++l)
-      if (l < p.lanes) dst[l] = yy[l];
+        for (int l = 0; l < kLanes; ++l) yy[i][l] *= zz[l] * sigmoid_approx(zz[l]);
+      }
+      store_lanes(yy[i], p.lanes, py + row * E + p.e0);
+    }
   }
 }
 
