@@ -193,6 +193,11 @@ def torch_state(model, W, capacity):
     return state
 
 
+def state_bytes(model, twin, T):
+    """The state after T tokens, as trilemma's rows count it (a KV cache of T rows)."""
+    return sum(t.numel() * t.element_size() for s in torch_state(model, weights(twin, T), T) for t in s)
+
+
 class TorchDecoder:
     def __init__(self, model, twin, capacity, form):
         import torch
@@ -415,7 +420,7 @@ def bench(a):
                 logits, token = dec.feed(token)
                 ms.append(1e3 * (time.perf_counter() - t0))
         row = dict(model=a.model, what="decode", seq_len=T, batch=1, d_model=D_MODEL, n_layers=N_LAYERS,
-                   ms=statistics.median(ms), repeats=a.decode_tokens,
+                   ms=statistics.median(ms), state_bytes=state_bytes(a.model, twin, T), repeats=a.decode_tokens,
                    pos="none" if a.model == "mamba" else "rope", heads=HEADS, vocab=VOCAB,
                    threads=a.threads, anchor=a.anchor.split("-")[0], form=a.anchor.split("-")[-1]
                    if a.anchor != "jax" else "jit", version=version(a.anchor),
