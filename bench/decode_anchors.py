@@ -422,8 +422,8 @@ def bench(a):
         row = dict(model=a.model, what="decode", seq_len=T, batch=1, d_model=D_MODEL, n_layers=N_LAYERS,
                    ms=statistics.median(ms), state_bytes=state_bytes(a.model, twin, T), repeats=a.decode_tokens,
                    pos="none" if a.model == "mamba" else "rope", heads=HEADS, vocab=VOCAB,
-                   threads=a.threads, anchor=a.anchor.split("-")[0], form=a.anchor.split("-")[-1]
-                   if a.anchor != "jax" else "jit", version=version(a.anchor),
+                   threads=a.threads, anchor=a.anchor.split("-")[0],
+                   form="jit" if a.anchor == "jax" else a.anchor.split("-")[1], version=version(a.anchor),
                    compile_s=round(dec.compile_s, 3), prefill_s=round(prefill_s, 3),
                    load_average=os.getloadavg()[0])
         print(json.dumps(row), flush=True)
