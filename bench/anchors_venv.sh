@@ -12,7 +12,7 @@
 # machine's CUDA 13 toolkit (/usr/local/cuda, the cpp-kernels machine) lacks or has too old for it
 # (TORCH_LOAD_LIBS, about 660 MB). inductor compiles its CPU kernels with the system g++ and the
 # interpreter's headers (pyenv's 3.11 has them).
-set -euo pipefail
+set -euo pipefail -o noglob  # noglob: the pins (jax[cpu]) split into words, never into file names
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${TRILEMMA_BENCH_VENV:-$root/build/bench-venv}
 base_python=${TRILEMMA_BENCH_PYTHON:-python3}
@@ -34,12 +34,11 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyt
          "the base python has no headers (Python.h): torch.compile needs them")'
   "$base_python" -m venv "$venv"
   "$python" -m pip install -q --disable-pip-version-check $TORCH_CPU_DEPS $JAX
-  # shellcheck disable=SC2086  # the pin lists split into arguments on purpose
   "$python" -m pip install -q --disable-pip-version-check --no-deps $TORCH $TORCH_LOAD_LIBS
-  echo "$pins" > "$stamp"
 fi
 
-if ! "$python" - <<'EOF' >&2
+# A new venv proves a matmul, torch.compile and jax work before it is stamped; a stamped one is reused.
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$pins" ]] && ! "$python" - <<'EOF' >&2
 import torch
 a = torch.randn(64, 64)
 compiled = torch.compile(lambda x: torch.nn.functional.gelu(x @ x).sum())
@@ -50,10 +49,12 @@ EOF
 then
   lib="$("$python" -c 'import os, importlib.util as u; print(os.path.dirname(u.find_spec("torch").origin))')/lib"
   echo "torch or jax does not work in $venv; CUDA libraries torch's wheel links and this machine lacks:" >&2
+  set +o noglob
   for so in "$lib"/*.so; do ldd "$so" | grep "not found" || true; done | sort -u >&2
   echo "(on a machine without CUDA 13 in /usr/local/cuda, install torch's listed requirements instead)" >&2
   exit 1
 fi
+echo "$pins" > "$stamp"
 echo "$python"
 "$python" -c 'import torch, jax, jaxlib, numpy, sys
 print("python", sys.version.split()[0], "torch", torch.__version__, "jax", jax.__version__,

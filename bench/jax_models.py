@@ -13,9 +13,10 @@ Forms, per mixer (--variant picks another):
                associative  lax.associative_scan over T (log-depth, T log T work)
                chunked      lax.associative_scan inside chunks of 64, a lax.scan over the chunk
                             boundaries, then h += P carry (as torch_scan.py's chunked kernel)
-             measured at 1 thread (median ms/step, shared machine): E64 associative 23 vs
-             chunked 24, S associative 311 vs chunked 333 -> associative (at T <= 64 the two
-             are the same computation)
+               sequential   lax.scan over the T steps (unrolled by 8)
+             measured at 1 thread, E64, CPU ms per step on a shared machine: associative 1117,
+             1161 vs sequential 970, 1150 vs chunked 1028 (the same computation as associative
+             at T <= 64) -> associative, the log-depth form, as the default
 
 --threads N sets XLA_FLAGS (--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1 for
 N = 1, intra_op_parallelism_threads=N otherwise) before jax is imported; compile seconds (lower +

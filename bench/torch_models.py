@@ -25,7 +25,9 @@ at load 5-7, so only the ratios mean anything; the chosen form first):
   mamba      S: chunked 450 vs blelloch 491 vs sequential 755;  L4096: chunked 3196 vs blelloch
              5886 vs sequential 4682 -> chunked at every T
   (2 threads at S, load 5: mamba chunked 439-1259 vs plain unbind form 14660-20300 ms)
-PyTorch 2.15 (1 thread): SDPA_MEASURED below.
+PyTorch 2.15 (1 thread, E64, CPU ms per step on a machine at load 10): attention sdpa 63, 66 vs
+  qkv 68, 78 -> sdpa wherever F.scaled_dot_product_attention exists. Under torch.compile Mamba's
+  scan stays torch_scan.py's eager kernels (dynamo cannot trace their out= rows), the rest compiles.
 
 --check: every fast form against the plain form on the same weights and batch, forward + backward
 in float32, both compared with a float64 run of the plain form. Criterion per tensor (the loss and
@@ -139,15 +141,17 @@ def bench(a):
     ids = torch.randint(0, vocab, (batch, T), generator=g)
     targets = torch.randint(0, vocab, (batch, T), generator=g)
     total = a.warmup + a.steps
-    ms, warm = [], []
+    ms, warm, cpu_ms = [], [], []
     for step in range(total):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         train_step(forward, model, opt, ids, targets, step, total)
         (ms if step >= a.warmup else warm).append(round(1e3 * (time.perf_counter() - t0), 3))
+        cpu_ms.append(1e3 * (time.process_time() - c0))  # CPU time: steadier on a shared machine
     med = statistics.median(ms)
     compile_s = round(sum(w - med for w in warm) / 1e3, 2) if a.compile else None
     return {"config": a.config, "model": a.model, "form": a.form + ("-compile" if a.compile else ""),
             "variant": variant or "models.py", "compile_s": compile_s,
+            "cpu_ms_median": round(statistics.median(cpu_ms[a.warmup:]), 3),
             "params": sum(p.numel() for p in model.parameters()), "ms_median": med, "ms": ms,
             "tokens_per_s": round(batch * T / med * 1e3, 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -229,7 +233,8 @@ def main():
     else:
         compiling = f", compile {r['compile_s']} s" if a.compile else ""
         print(f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} ms/step{compiling}, "
-              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB")
+              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB, "
+              f"CPU {r['cpu_ms_median']:.1f} ms/step")
 
 
 if __name__ == "__main__":
