@@ -7,6 +7,8 @@ Attention (causal softmax, 1/sqrt(dh) scale):
             baddbmm onto a precomputed additive -inf mask (scale folded into alpha), softmax, bmm.
   blocked   as qkv, but query blocks of 512 rows only meet the keys up to their block's end:
             about half the score FLOPs, exp and memory at long T.
+  sdpa      the fused q/k/v GEMM, then F.scaled_dot_product_attention(is_causal=True) (PyTorch
+            2.0 on; its CPU flash kernel skips the masked half).
 Linear attention (Katharopoulos et al., phi = elu + 1; out = (phi(q) S) / (phi(q) z + eps),
 eps = 1e-6 as framework/kernels/linear_attention.hpp):
   quadratic the masked kernel matrix (the reference's form) after one fused qkv GEMM.
@@ -59,6 +61,9 @@ class FastAttention(MultiHeadAttention):
     def forward(self, X):
         assert self.pos in ("none", "learned") and not self.window, "the fast forms cover no RoPE/ALiBi/window"
         B, T, D = X.shape
+        if self.form == "sdpa":
+            out = F.scaled_dot_product_attention(*fused_qkv(self, X), is_causal=True)
+            return self.out_proj(out.transpose(1, 2).reshape(B, T, D))
         q, k, v = (t.reshape(B * self.h, T, self.dk) for t in fused_qkv(self, X))
         alpha = 1.0 / math.sqrt(self.dk)
         if self.form == "qkv" or T <= self.block:
@@ -129,8 +134,9 @@ class FastMamba(MambaMixer):
         return self.out_proj(y).transpose(0, 1)
 
 
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 FORMS = {
-    "attention": (FastAttention, "form", ["qkv", "blocked"]),
+    "attention": (FastAttention, "form", ["qkv", "blocked"] + (["sdpa"] if HAS_SDPA else [])),
     "linear": (FastLinearAttention, "form", ["chunked", "quadratic"]),
     "mamba": (FastMamba, "kernel", ["chunked", "blelloch", "sequential"]),
 }

@@ -11,6 +11,10 @@ cosine), on random token batches of the benchmark's shapes.
                 does; TUNED below is the choice), AdamW(foreach=True). The process environment
                 (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, tcmalloc, threads) is the caller's:
                 bench/vs_torch.py sets it.
+  --compile     (PyTorch 2.x, with --form tuned) the model under torch.compile (inductor, C++
+                kernels on the CPU); compilation happens in the warm-up steps, whose time beyond
+                the median step is reported apart as compile_s. Runs in the anchors' venv
+                (bench/anchors_venv.sh), as do the sdpa form and PyTorch 2.x's TUNED choice.
 
 Measured here (1 thread, tuned environment, median ms per step over 2-3 steps on a shared machine
 at load 5-7, so only the ratios mean anything; the chosen form first):
@@ -21,16 +25,20 @@ at load 5-7, so only the ratios mean anything; the chosen form first):
   mamba      S: chunked 450 vs blelloch 491 vs sequential 755;  L4096: chunked 3196 vs blelloch
              5886 vs sequential 4682 -> chunked at every T
   (2 threads at S, load 5: mamba chunked 439-1259 vs plain unbind form 14660-20300 ms)
+PyTorch 2.15 (1 thread, E64, CPU ms per step on a machine at load 10): attention sdpa 63, 66 vs
+  qkv 68, 78 -> sdpa wherever F.scaled_dot_product_attention exists. Under torch.compile Mamba's
+  scan stays torch_scan.py's eager kernels (dynamo cannot trace their out= rows), the rest compiles.
 
 --check: every fast form against the plain form on the same weights and batch, forward + backward
 in float32, both compared with a float64 run of the plain form. Criterion per tensor (the loss and
 every parameter's gradient): RMS(fast32 - plain64) <= 4 RMS(plain32 - plain64) + 8 eps32
 RMS(plain64). Reordered float32 sums differ from the reference by a few times its own rounding
-error, never more; a wrong formula is off by orders of magnitude.
+error, never more; a wrong formula is off by orders of magnitude. Under PyTorch 2.x the check also
+covers the sdpa form and every family's TUNED form under torch.compile.
 
 Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096|E64|E256|E1024
        --model attention|linear|mamba [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
-       [--threads 2] [--json]
+       [--threads 2] [--json] [--compile]
        /usr/bin/python3 bench/torch_models.py --check
 """
 import argparse
@@ -51,7 +59,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from models import LanguageModel, no_weight_decay  # noqa: E402
-from torch_forms import FORMS, use_form  # noqa: E402
+from torch_forms import FORMS, HAS_SDPA, use_form  # noqa: E402
 
 VOCAB = 64
 CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCHMARKS.md's configs
@@ -67,7 +75,7 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCH
     "E1024": (64, 2, 1, 1024, 64),
 }
 EXPERIMENT_VOCAB = 512
-TUNED = {"attention": lambda T: "qkv",
+TUNED = {"attention": lambda T: "sdpa" if HAS_SDPA else "qkv",
          "linear": lambda T: "chunked",
          "mamba": lambda T: "chunked"}
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
@@ -104,10 +112,11 @@ def lr_at(step, total):
     return 0.5 * LR * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
-def train_step(model, opt, ids, targets, step, total):
+def train_step(forward, model, opt, ids, targets, step, total):
+    """forward: model itself, or model under torch.compile."""
     for group in opt.param_groups:
         group["lr"] = lr_at(step, total)
-    logits = model(ids)
+    logits = forward(ids)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
@@ -126,28 +135,33 @@ def bench(a):
     experiment = a.config.startswith("E")
     model = build(a.model, d, layers, heads, T, variant, experiment=experiment)
     opt = make_optimizer(model, a.form == "tuned")
+    forward = torch.compile(model) if a.compile else model
     g = torch.Generator().manual_seed(1)
     vocab = EXPERIMENT_VOCAB if experiment else VOCAB
     ids = torch.randint(0, vocab, (batch, T), generator=g)
     targets = torch.randint(0, vocab, (batch, T), generator=g)
     total = a.warmup + a.steps
-    ms = []
+    ms, warm, cpu_ms = [], [], []
     for step in range(total):
-        t0 = time.perf_counter()
-        train_step(model, opt, ids, targets, step, total)
-        if step >= a.warmup:
-            ms.append(round(1e3 * (time.perf_counter() - t0), 3))
+        t0, c0 = time.perf_counter(), time.process_time()
+        train_step(forward, model, opt, ids, targets, step, total)
+        (ms if step >= a.warmup else warm).append(round(1e3 * (time.perf_counter() - t0), 3))
+        cpu_ms.append(1e3 * (time.process_time() - c0))  # CPU time: steadier on a shared machine
     med = statistics.median(ms)
-    return {"config": a.config, "model": a.model, "form": a.form, "variant": variant or "models.py",
+    compile_s = round(sum(w - med for w in warm) / 1e3, 2) if a.compile else None
+    return {"config": a.config, "model": a.model, "form": a.form + ("-compile" if a.compile else ""),
+            "variant": variant or "models.py", "compile_s": compile_s,
+            "cpu_ms_median": round(statistics.median(cpu_ms[a.warmup:]), 3),
             "params": sum(p.numel() for p in model.parameters()), "ms_median": med, "ms": ms,
             "tokens_per_s": round(batch * T / med * 1e3, 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def loss_and_grads(model, ids, targets, dtype):
+def loss_and_grads(model, ids, targets, dtype, compiled=False):
     model = copy.deepcopy(model).to(dtype)
-    loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), targets.reshape(-1))
+    forward = torch.compile(model) if compiled else model
+    loss = F.cross_entropy(forward(ids).reshape(-1, VOCAB), targets.reshape(-1))
     loss.backward()
     out = {"loss": loss.detach().double().reshape(1)}
     out.update({n: p.grad.double() for n, p in model.named_parameters()})
@@ -173,10 +187,12 @@ def check(threads):
         targets = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
         exact = loss_and_grads(ref, ids, targets, torch.float64)
         plain = loss_and_grads(ref, ids, targets, torch.float32)
-        for variant in variants:
+        compiled = [(TUNED[family](sizes["T"]), True)] if hasattr(torch, "compile") else []
+        for variant, compile_it in [(v, False) for v in variants] + compiled:
             FORMS[family][0].block = 64  # blocked attention: several blocks at this small T
             fast = loss_and_grads(use_form(copy.deepcopy(ref), family, variant), ids, targets,
-                                  torch.float32)
+                                  torch.float32, compile_it)
+            variant += " compiled" if compile_it else ""
             worst = 0.0
             for name, x in exact.items():
                 bound = 4 * rms(plain[name] - x) + 8 * torch.finfo(torch.float32).eps * rms(x)
@@ -203,7 +219,10 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="torch threads; 0 = torch's default")
     p.add_argument("--json", action="store_true", help="one JSON line instead of a sentence")
     p.add_argument("--check", action="store_true", help="check the fast forms against the plain one")
+    p.add_argument("--compile", action="store_true", help="torch.compile the tuned form (PyTorch 2.x)")
     a = p.parse_args()
+    if a.compile and (a.form != "tuned" or not hasattr(torch, "compile")):
+        p.error(f"--compile needs --form tuned and PyTorch 2.x (this is {torch.__version__})")
     if a.check:
         failures = check(max(1, a.threads))
         print("all forms match" if not failures else f"{failures} tensors out of bounds")
@@ -212,8 +231,10 @@ def main():
     if a.json:
         print(json.dumps(r), flush=True)
     else:
-        print(f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} ms/step, "
-              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB")
+        compiling = f", compile {r['compile_s']} s" if a.compile else ""
+        print(f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} ms/step{compiling}, "
+              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB, "
+              f"CPU {r['cpu_ms_median']:.1f} ms/step")
 
 
 if __name__ == "__main__":

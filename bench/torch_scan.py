@@ -103,3 +103,8 @@ class LinearScan(torch.autograd.Function):
 
 def linear_scan(a, b, kernel="chunked"):
     return LinearScan.apply(a, b, kernel)
+
+
+if hasattr(torch, "compiler"):  # PyTorch 2.x: dynamo cannot trace out= into strided rows, so under
+    linear_scan = torch.compiler.disable(linear_scan)  # torch.compile the scan stays these kernels'
+

@@ -8,14 +8,22 @@ bench/torch_models.py:
          Debian's OpenBLAS otherwise falls back to Prescott), OMP_WAIT_POLICY=PASSIVE,
          OMP_NUM_THREADS=T and tcmalloc through LD_PRELOAD (when installed);
   plain  --form plain, torch's default threads, the inherited environment without those.
-trilemma gets the same environment as plain, with --threads T. The parameter counts of the three
-must be equal per cell (else exit 1). Writes every raw measurement as JSON lines (--out-jsonl)
+trilemma gets the same environment as plain, with --threads T. With the anchors' venv
+(bench/anchors_venv.sh; $TRILEMMA_BENCH_VENV, default build/bench-venv) three more processes per
+cell, in the same rotation:
+  torch2          PyTorch 2.x eager, torch_models.py --form tuned (its 2.x forms), tuned's environment
+  torch2-compile  the same under torch.compile (--compile; compile seconds reported apart)
+  jax             bench/jax_models.py, the whole step under jax.jit (XLA_FLAGS from --threads)
+--anchors picks them (torch113 = the tuned and plain PyTorch 1.13 above); an anchor whose venv is
+missing is reported as absent. The parameter counts of all processes must be equal per cell
+(else exit 1). Writes every raw measurement as JSON lines (--out-jsonl)
 and the report (--out-md, atomically): machine and library versions, the commands, one table
 per config group with medians over rounds and their spread, then any --append markdown files
 (decoding, busy machine, profile sections).
 
 Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
        [--models attention,linear,mamba] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
+       [--anchors torch113,torch2,torch2-compile,jax]
        [--out-md docs/BENCHMARKS.md] [--out-jsonl docs/benchmarks.jsonl] [--append FILE ...]
 """
 import argparse
@@ -31,8 +39,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PYTHON = "/usr/bin/python3"
 TORCH_MODELS = os.path.join(HERE, "torch_models.py")
+JAX_MODELS = os.path.join(HERE, "jax_models.py")
+VENV = os.environ.get("TRILEMMA_BENCH_VENV", os.path.join(ROOT, "build", "bench-venv"))
+VENV_PYTHON = os.path.join(VENV, "bin", "python")
+ANCHORS = ("torch113", "torch2", "torch2-compile", "jax")
+NEW_ANCHORS = {"torch2": "torch 2 eager", "torch2-compile": "torch 2 compile", "jax": "JAX jit"}
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_THREADS")
+SHOWN_VARS = TUNING_VARS + ("TORCHINDUCTOR_CACHE_DIR",)
 WARMUP = 2
 CONFIGS = ("S", "W", "L1024", "L2048", "L4096", "E64", "E256", "E1024")  # trilemma bench train's, torch_models.py's
 GROUPS = [("S: d 128, 2 layers, 4 heads, T 256, B 16", ["S"]),
@@ -93,9 +107,32 @@ def torch_cmd(a, config, model, form):
             "--threads", str(a.threads if form == "tuned" else 0), "--json"]
 
 
-def run_torch(a, config, model, form):
-    env = tuned_env(a.threads) if form == "tuned" else clean_env()
-    _, _, outputs = run(torch_cmd(a, config, model, form), env, a.processes)
+def anchor_cmd(a, config, model, anchor):
+    if anchor == "jax":
+        return [VENV_PYTHON, JAX_MODELS, "--config", config, "--model", model, "--steps", str(a.steps),
+                "--warmup", str(WARMUP), "--threads", str(a.threads), "--json"]
+    cmd = torch_cmd(a, config, model, "tuned")
+    cmd[0] = VENV_PYTHON
+    return cmd + (["--compile"] if anchor == "torch2-compile" else [])
+
+
+def anchor_env(a, anchor):
+    """jax_models.py sets XLA_FLAGS and OMP_NUM_THREADS itself from --threads."""
+    if anchor == "jax":
+        return clean_env()
+    env = tuned_env(a.threads)
+    if anchor == "torch2-compile":  # the sweep's own inductor cache: cold in round 1, warm after
+        env["TORCHINDUCTOR_CACHE_DIR"] = a.inductor_cache
+    return env
+
+
+def venv_available():
+    return os.access(VENV_PYTHON, os.X_OK)
+
+
+def run_torch(a, config, model, form, cmd=None, env=None):
+    env = env or (tuned_env(a.threads) if form == "tuned" else clean_env())
+    _, _, outputs = run(cmd or torch_cmd(a, config, model, form), env, a.processes)
     rows = [json.loads(o.strip().splitlines()[-1]) for o in outputs]
     row = rows[0]
     if len(rows) > 1:  # as bench train --processes reports it: the median of the copies' medians
@@ -107,9 +144,14 @@ def run_torch(a, config, model, form):
 
 def sweep(a, log):
     rows = []
-    runners = [("trilemma", lambda c, m: run_trilemma(a, c, m)),
-               ("torch_tuned", lambda c, m: run_torch(a, c, m, "tuned")),
-               ("torch_plain", lambda c, m: run_torch(a, c, m, "plain"))]
+    runners = [("trilemma", lambda c, m: run_trilemma(a, c, m))]
+    if "torch113" in a.anchors:
+        runners += [("torch_tuned", lambda c, m: run_torch(a, c, m, "tuned")),
+                    ("torch_plain", lambda c, m: run_torch(a, c, m, "plain"))]
+    for anchor in NEW_ANCHORS:
+        if anchor in a.anchors:
+            runners.append((anchor, lambda c, m, anchor=anchor: run_torch(
+                a, c, m, None, anchor_cmd(a, c, m, anchor), anchor_env(a, anchor))))
     for r in range(1, a.rounds + 1):
         for config in a.configs:
             for model in a.models:
@@ -179,6 +221,72 @@ def speed_target(config, model):
 RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2}
 
 
+def anchor_target(config, model):
+    """The speed-up wanted over the fastest of the anchors beyond PyTorch 1.13."""
+    if model == "mamba":
+        return 3.0
+    return 1.1 if config == "W" else 1.5
+
+
+def anchor_entry(rows, config, model, anchor, a):
+    if anchor not in a.anchors:
+        return "absent (no venv)" if anchor in a.absent else "not selected"
+    v = cell(rows, config, model, anchor)
+    if not v:
+        return "not run"
+    forms = sorted(set(cell(rows, config, model, anchor, "variant")))
+    compile_s = cell(rows, config, model, anchor, "compile_s")
+    extra = f", compile {statistics.median(compile_s):.0f} s" if compile_s else ""
+    return f"{fmt_ms(v)} ({', '.join(forms)}{extra})"
+
+
+def anchors_table(rows, configs, models, a):
+    names = list(NEW_ANCHORS)
+    lines = ["| config | model | trilemma ms | tuned torch 1.13 ms | " + " | ".join(
+             f"{NEW_ANCHORS[n]} ms (form)" for n in names) + " | fastest new anchor | speed-up | target | met |",
+             "|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|"]
+    for config in configs:
+        for model in models:
+            ours = cell(rows, config, model, "trilemma")
+            if not ours:
+                continue
+            medians = {n: statistics.median(cell(rows, config, model, n)) for n in names
+                       if cell(rows, config, model, n)}
+            fastest, up, want, met = "none run", "n/a", anchor_target(config, model), "n/a"
+            if medians:
+                fastest = min(medians, key=medians.get)
+                speed = medians[fastest] / statistics.median(ours)
+                up, met = f"{speed:.2f}x", "yes" if speed >= want else "**no**"
+                fastest = NEW_ANCHORS[fastest]
+            lines.append(f"| {config} | {model} | {fmt_ms(ours)} | {fmt_ms(cell(rows, config, model, 'torch_tuned'))} | "
+                         + " | ".join(anchor_entry(rows, config, model, n, a) for n in names)
+                         + f" | {fastest} | {up} | >= {want:.1f}x | {met} |")
+    return lines
+
+
+def anchors_header(a):
+    """Versions, forms and environment of the anchors, for the report."""
+    if not any(n in a.anchors for n in NEW_ANCHORS):
+        return [f"Anchors beyond PyTorch 1.13: absent (no venv at `{VENV}`; bench/anchors_venv.sh "
+                "creates it)." if a.absent else "Anchors beyond PyTorch 1.13: not selected (--anchors).", ""]
+    probe = "import torch, jax, sys; print(sys.version.split()[0], torch.__version__, jax.__version__)"
+    versions = subprocess.run([VENV_PYTHON, "-c", probe], env=clean_env(), capture_output=True, text=True).stdout.split()
+    py, torch2, jax = (versions + ["?"] * 3)[:3]
+    env = " ".join(f"{k}={v}" for k, v in anchor_env(a, "torch2").items() if k in TUNING_VARS)
+    from jax_models import xla_flags  # the flags jax_models.py sets from --threads
+    lines = [f"Anchors beyond PyTorch 1.13 (venv `{os.path.relpath(VENV, ROOT) if VENV.startswith(ROOT) else VENV}`, "
+             f"Python {py}, bench/anchors_venv.sh pins the versions):", "",
+             f"- torch 2 eager: PyTorch {torch2} from PyPI, torch_models.py --form tuned (sdpa attention, "
+             f"chunked linear attention and Mamba scan), environment `{env}`.",
+             f"- torch 2 compile: the same under torch.compile (inductor, C++ kernels on the CPU); compile "
+             "seconds (the warm-up steps' time beyond the median step) in brackets, apart from the step time.",
+             f"- JAX jit: JAX {jax} (jaxlib from PyPI, CPU), bench/jax_models.py, the whole train step under "
+             f"jax.jit; environment `XLA_FLAGS={shlex.quote(xla_flags(a.threads))} OMP_NUM_THREADS={a.threads}`; "
+             "compile seconds (lower + compile) in brackets."]
+    lines += [f"- {NEW_ANCHORS[n]}: absent (no venv at `{VENV}`)." for n in NEW_ANCHORS if n in a.absent]
+    return lines + [""]
+
+
 def targets(rows, configs, models):
     lines = ["| config | model | speed-up over tuned torch | target | met | peak RSS / tuned torch's | target | met |",
              "|---|---|---|---|---|---|---|---|"]
@@ -237,6 +345,10 @@ def report(a, rows, argv):
                      "  " + " ".join(f"{k}={v}" for k, v in tuned_env(a.threads).items() if k in TUNING_VARS)
                      + " " + shlex.join(torch_cmd(a, config, model, "tuned")),
                      "  " + shlex.join(torch_cmd(a, config, model, "plain"))]
+            for anchor in NEW_ANCHORS:
+                if anchor in a.anchors:
+                    env = " ".join(f"{k}={v}" for k, v in anchor_env(a, anchor).items() if k in SHOWN_VARS)
+                    cmds.append("  " + (env + " " if env else "") + shlex.join(anchor_cmd(a, config, model, anchor)))
     head, tail = kept_sections(a.out_md)
     md = head + ["## Training throughput against PyTorch", "",
           f"Median milliseconds per training step (forward, backward, clipping, AdamW) over {a.steps} "
@@ -253,6 +365,10 @@ def report(a, rows, argv):
         configs = [c for c in configs if c in a.configs]
         if configs:
             md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
+    md += ["### Against the newer anchors: PyTorch 2 (eager, compiled) and JAX", ""] + anchors_header(a)
+    md += ["Speed-up = the fastest new anchor's ms / trilemma ms; targets: attention and linear attention "
+           ">= 1.5x (>= 1.1x at W), Mamba >= 3x everywhere.", ""]
+    md += anchors_table(rows, a.configs, a.models, a) + [""]
     md += ["### Targets", "", "The speed-ups and memory ratios above against the targets "
            "(attention and linear attention >= 2x at S and L, >= 1.3x at W, >= 1.5x at E; Mamba >= 5x, and "
            ">= 8x at E64; peak RSS at T 4096 at most 1/5 of the tuned torch's for attention, 1/2 for the others).", ""]
@@ -273,6 +389,19 @@ def report(a, rows, argv):
     os.replace(tmp, a.out_md)
 
 
+def select_anchors(parser, names):
+    """(the anchors to run, the asked-for ones whose venv is missing)."""
+    asked = [n for n in names.split(",") if n]
+    for n in asked:
+        if n not in ANCHORS:
+            parser.error(f"--anchors: {n} unknown (allowed: {', '.join(ANCHORS)})")
+    absent = [] if venv_available() else [n for n in asked if n in NEW_ANCHORS]
+    if absent:
+        print(f"anchors absent (no venv at {VENV}; bench/anchors_venv.sh creates it): {', '.join(absent)}",
+              file=sys.stderr)
+    return [n for n in asked if n not in absent], absent
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="S,W,L1024,L2048,L4096,E64,E256,E1024")
@@ -290,14 +419,18 @@ def main():
                    help="rounds that also run the out-of-the-box PyTorch (default: all)")
     p.add_argument("--plain-configs", default="S,W,L1024,L2048,L4096",
                    help="configurations that run the out-of-the-box PyTorch")
+    p.add_argument("--anchors", default=",".join(ANCHORS),
+                   help="torch113 (tuned and plain PyTorch 1.13), torch2, torch2-compile, jax; the last "
+                        "three need bench/anchors_venv.sh's venv and are reported absent without it")
     a = p.parse_args()
+    a.anchors, a.absent = select_anchors(p, a.anchors)
     a.configs, a.models = a.configs.split(","), a.models.split(",")
     a.plain_configs = a.plain_configs.split(",")
     for c in a.configs:
         if c not in CONFIGS:
             sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")
     tmp = a.out_jsonl + ".tmp"
-    with open(tmp, "w") as log:
+    with tempfile.TemporaryDirectory(prefix="trilemma-inductor-") as a.inductor_cache, open(tmp, "w") as log:
         rows = sweep(a, log)
     os.replace(tmp, a.out_jsonl)
     report(a, rows, sys.argv)
