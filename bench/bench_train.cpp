@@ -38,7 +38,8 @@ namespace {
 // paper). Vocabulary 64, the induction task.
 // The experiments' sizes (E64, E256, E1024: the models the grids train): d 64, 2 layers, no MLP,
 // tied embeddings, 1 head with learned positions (Mamba: none), no biases, vocabulary 512, batch
-// 64, MQAR with T / 16 pairs.
+// 64; the task the grids train at that length: MQAR with T / 16 pairs, and from T 512 (where
+// MQAR needs a vocabulary above T) the needle, as the grids at T 1024 do.
 struct TrainSize {
   const char* name;
   int64_t d_model, n_layers, heads, seq_len, batch;
@@ -77,17 +78,24 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
+constexpr int64_t kExperimentVocab = 512;
+
+std::string task_of(const TrainSize& size) {
+  if (!size.experiment) return "induction";
+  return size.seq_len < kExperimentVocab ? "mqar" : "needle";
+}
+
 RunConfig train_config(const TrainSize& size, const std::string& family) {
-  RunConfig c = RunConfig::of(family, size.experiment ? "mqar" : "induction");
+  RunConfig c = RunConfig::of(family, task_of(size));
   const bool heads = dynamic_cast<HeadOptions*>(c.model.mixer.get()) != nullptr;
-  TextMap text = {{"vocab", size.experiment ? "512" : "64"},
+  TextMap text = {{"vocab", size.experiment ? std::to_string(kExperimentVocab) : "64"},
                   {"d-model", std::to_string(size.d_model)},
                   {"n-layers", std::to_string(size.n_layers)},
                   {"seq-len", std::to_string(size.seq_len)},
                   {"batch", std::to_string(size.batch)},
                   {"mlp", heads && !size.experiment ? "gelu" : "none"}};
   if (size.experiment) {
-    text["num-kv-pairs"] = std::to_string(size.seq_len / 16);
+    if (task_of(size) == "mqar") text["num-kv-pairs"] = std::to_string(size.seq_len / 16);
     text["tie-embeddings"] = "1";
   }
   if (heads) {
@@ -166,6 +174,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
   const double med = median(ms);
   Json row = {{"config", size.name},
               {"model", family},
+              {"task", task_of(size)},
               {"batch", size.batch},
               {"seq_len", size.seq_len},
               {"d_model", size.d_model},

@@ -24,12 +24,12 @@ constexpr int64_t kD = 128, kLayers = 2, kHeads = 4, kT = 256, kB = 16, kV = 64;
 // The parameters of a benchmark model built here. The comparison's (S): heads with biases and
 // learned positions, a GELU MLP (Mamba: its blocks alone). The experiments' (E64): d 64, 1 head
 // with learned positions and no biases (Mamba: no positions), no MLP, tied, vocabulary 512.
-int64_t expected_params(const std::string& family, bool experiment = false) {
+int64_t expected_params(const std::string& family, bool experiment = false, int64_t seq_len = 64) {
   tri::ModelConfig cfg = tri::ModelConfig::of(family);
   cfg.d_model = experiment ? 64 : kD;
   cfg.n_layers = kLayers;
   cfg.vocab = experiment ? 512 : kV;
-  cfg.max_seq_len = experiment ? 64 : kT;
+  cfg.max_seq_len = experiment ? seq_len : kT;
   cfg.tie_embeddings = experiment;
   auto* heads = dynamic_cast<tri::HeadOptions*>(cfg.mixer.get());
   if (heads) {
@@ -109,6 +109,7 @@ TEST_CASE("bench train: the experiments' sizes, and rows run as two processes at
   for (const json& row : rows) {
     INFO(row.dump());
     CHECK(row.at("config") == "E64");
+    CHECK(row.at("task") == "mqar");
     CHECK(row.at("batch") == 64);
     CHECK(row.at("seq_len") == 64);
     CHECK(row.at("mlp") == "none");
@@ -118,6 +119,17 @@ TEST_CASE("bench train: the experiments' sizes, and rows run as two processes at
     REQUIRE(medians.size() == 2);
     CHECK(row.at("ms_median").get<double>() == doctest::Approx((medians[0] + medians[1]) / 2));  // median of two
   }
+}
+
+TEST_CASE("bench train: E1024 trains the needle, which takes a vocabulary below T") {
+  Run r = run("bench train --configs E1024 --models linear --repeats 1 --threads 1 --json", "OMP_NUM_THREADS=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<json> rows = json_lines(r.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].at("task") == "needle");
+  CHECK(rows[0].at("seq_len") == 1024);
+  CHECK(rows[0].at("params").get<int64_t>() == expected_params("linear", /*experiment=*/true, 1024));
 }
 
 TEST_CASE("bench train: a table by default; an unknown configuration is one line") {
