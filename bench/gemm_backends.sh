@@ -6,15 +6,18 @@
 # each variant's median over rounds and its ratio to the default.
 # usage: bench/gemm_backends.sh [--rounds 3] [--repeats 5] [--threads 1] [--configs ...] [--models ...]
 #                               [--gemm-min-time 0.2]   (bench gemm's --min-time; --repeats is its too)
+#                               [--first-round 0] [--skip-gemm]   (to add rounds to an earlier OUT)
 #        DEFAULT=build/trilemma GEMM=build-gemm/trilemma pick the binaries; OUT=dir keeps the raw JSON.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 default_bin=${DEFAULT:-$root/build/trilemma}
 gemm_bin=${GEMM:-$root/build-gemm/trilemma}
-rounds=3 repeats=5 threads=1 gemm_min_time=0.2
+rounds=3 repeats=5 threads=1 gemm_min_time=0.2 first_round=0 skip_gemm=0
 configs=S,W,L1024,L2048,L4096,E64,E256,E1024 models=attention,linear,mamba
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --skip-gemm) skip_gemm=1; shift; continue ;;
+    --first-round) first_round=$2 ;;
     --rounds) rounds=$2 ;;
     --repeats) repeats=$2 ;;
     --threads) threads=$2 ;;
@@ -30,8 +33,7 @@ for b in "$default_bin" "$gemm_bin"; do
 done
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-: >"$out/train.jsonl"
-: >"$out/gemm.jsonl"
+touch "$out/train.jsonl" "$out/gemm.jsonl"
 
 variants=(default onednn3 mkl)
 run_variant() {  # variant, then trilemma's arguments
@@ -51,9 +53,10 @@ for line in sys.stdin:
 }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt" >&2
-for ((round = 0; round < rounds; ++round)); do
+for ((round = first_round; round < first_round + rounds; ++round)); do
   order=("${variants[@]:round%3}" "${variants[@]:0:round%3}")
   for v in "${order[@]}"; do
+    ((skip_gemm)) && break
     echo "== round $round: bench gemm, $v" >&2
     run_variant "$v" bench gemm --threads "$threads" --repeats "$repeats" --min-time "$gemm_min_time" --json | tagged "$v" "$round" >>"$out/gemm.jsonl"
   done

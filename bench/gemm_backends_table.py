@@ -2,7 +2,9 @@
 
 usage: /usr/bin/python3 bench/gemm_backends_table.py DIR
 Per row and variant: the median over rounds of the row's ms per step (itself a median of steps),
-the range over rounds in brackets, and the ratio to the default build's median.
+the range over rounds in brackets; and the ratio to the default build, as the median over rounds
+of the ratio within each round (the variants of a round ran one after another, so the load they
+met was alike), with how many rounds it was at least 5% faster.
 """
 import json
 import statistics
@@ -27,26 +29,28 @@ def ratio(value, base):
 
 
 def train_table(rows):
-    by_row = defaultdict(lambda: defaultdict(list))
+    by_row = defaultdict(lambda: defaultdict(dict))  # (config, model) -> variant -> round -> ms
     order = []
     for r in rows:
         key = (r["config"], r["model"])
         if key not in by_row:
             order.append(key)
-        by_row[key][r["variant"]].append(r["ms_median"])
-    rounds = max(len(v) for per in by_row.values() for v in per.values())
-    print(f"bench train, ms per step: median over {rounds} rounds (range); ratio = variant / default\n")
-    print("| config | model | default ms | oneDNN 3.x ms | MKL ms | oneDNN 3.x / default | MKL / default |")
-    print("|---|---|---|---|---|---|---|")
+        by_row[key][r["variant"]][r["round"]] = r["ms_median"]
+    print("bench train, ms per step: median over rounds (range); ratio = variant / default, the "
+          "median of the per-round ratios [rounds >= 5% faster / rounds]\n")
+    print("| config | model | rounds | default ms | oneDNN 3.x ms | MKL ms | oneDNN 3.x / default | MKL / default |")
+    print("|---|---|---|---|---|---|---|---|")
     for key in order:
         per = by_row[key]
-        base, base_text = cell(per["default"])
+        base = per["default"]
         texts, ratios = [], []
         for v in VARIANTS[1:]:
-            med, text = cell(per[v])
-            texts.append(text)
-            ratios.append(ratio(med, base))
-        print(f"| {key[0]} | {key[1]} | {base_text} | {' | '.join(texts)} | {' | '.join(ratios)} |")
+            texts.append(cell(list(per[v].values()))[1])
+            paired = [per[v][n] / base[n] for n in base if n in per[v]]
+            faster = sum(p <= 0.95 for p in paired)
+            ratios.append(f"{statistics.median(paired):.2f} [{faster}/{len(paired)}]")
+        print(f"| {key[0]} | {key[1]} | {len(base)} | {cell(list(base.values()))[1]} | "
+              f"{' | '.join(texts)} | {' | '.join(ratios)} |")
 
 
 def gemm_table(runs):

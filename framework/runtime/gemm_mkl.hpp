@@ -12,7 +12,7 @@ bool built_in();
 // Loads libmkl_rt (GNU OpenMP threading, the thread count of set_threads); throws tri::Error
 // when it cannot. Every function below calls it first.
 void load();
-// "2026.2.1" once loaded; "" before, or in a build without MKL.
+// "2026.2.0" once loaded; "" before, or in a build without MKL.
 std::string version();
 // Remembered before loading, applied on loading and after.
 void set_threads(int n);

@@ -27,7 +27,7 @@ struct RuntimeInfo {
   std::string dnnl_version;       // "2.6.3"
   std::string dnnl_isa;           // the ISA oneDNN dispatches to
   bool mkl_built_in;              // this build has the backend "mkl"
-  std::string mkl_version;        // "2026.2.1" once MKL is loaded, else ""
+  std::string mkl_version;        // "2026.2.0" once MKL is loaded, else ""
   int threads;                    // OpenMP threads
   int physical_cores;
   int logical_cpus;
