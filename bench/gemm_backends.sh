@@ -13,7 +13,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 default_bin=${DEFAULT:-$root/build/trilemma}
 gemm_bin=${GEMM:-$root/build-gemm/trilemma}
 rounds=3 repeats=5 threads=1 gemm_min_time=0.2 first_round=0 skip_gemm=0
-configs=S,W,L1024,L2048,L4096,E64,E256,E1024 models=attention,linear,mamba
+# E1024 is left out: bench train stops on it (MQAR needs a vocabulary above its length 1024).
+configs=S,W,L1024,L2048,L4096,E64,E256 models=attention,linear,mamba
 while [[ $# -gt 0 ]]; do
   case $1 in
     --skip-gemm) skip_gemm=1; shift; continue ;;
@@ -52,7 +53,7 @@ for line in sys.stdin:
         r = json.loads(line); r["variant"], r["round"] = sys.argv[1], int(sys.argv[2]); print(json.dumps(r))' "$1" "$2"
 }
 
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt" >&2
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/load.txt" >&2
 for ((round = first_round; round < first_round + rounds; ++round)); do
   order=("${variants[@]:round%3}" "${variants[@]:0:round%3}")
   for v in "${order[@]}"; do
