@@ -19,23 +19,25 @@ namespace {
 Json info_json() {
   const RuntimeInfo r = runtime_info();
   const std::string warning = runtime_warning();
-  return {{"version", r.version},
-          {"build", r.build},
-          {"gemm_backend", r.gemm_backend},
-          {"openblas_config", r.openblas_version},
-          {"openblas_core", r.openblas_core},
-          {"openblas_core_generic", r.openblas_core_generic},
-          {"openblas_threads", r.openblas_threads},
-          {"onednn_version", r.dnnl_version},
-          {"onednn_isa", r.dnnl_isa},
-          {"threads", r.threads},
-          {"physical_cores", r.physical_cores},
-          {"logical_cpus", r.logical_cpus},
-          {"cpu_model", r.cpu_model},
-          {"cpu_features", r.cpu_features},
-          {"mpi", r.mpi.empty() ? Json() : Json(r.mpi)},
-          {"mpi_ranks", r.ranks},
-          {"warning", warning.empty() ? Json() : Json(warning)}};
+  Json info = {{"version", r.version},
+               {"build", r.build},
+               {"gemm_backend", r.gemm_backend},
+               {"openblas_config", r.openblas_version},
+               {"openblas_core", r.openblas_core},
+               {"openblas_core_generic", r.openblas_core_generic},
+               {"openblas_threads", r.openblas_threads},
+               {"onednn_version", r.dnnl_version},
+               {"onednn_isa", r.dnnl_isa},
+               {"threads", r.threads},
+               {"physical_cores", r.physical_cores},
+               {"logical_cpus", r.logical_cpus},
+               {"cpu_model", r.cpu_model},
+               {"cpu_features", r.cpu_features},
+               {"mpi", r.mpi.empty() ? Json() : Json(r.mpi)},
+               {"mpi_ranks", r.ranks},
+               {"warning", warning.empty() ? Json() : Json(warning)}};
+  if (r.mkl_built_in) info["mkl_version"] = r.mkl_version.empty() ? Json() : Json(r.mkl_version);
+  return info;
 }
 }  // namespace
 

@@ -1,4 +1,4 @@
-// main() of every test suite. TRILEMMA_TEST_GEMM (auto, dnnl or openblas) selects the GEMM
+// main() of every test suite. TRILEMMA_TEST_GEMM (auto, dnnl, openblas, or mkl where built in) selects the GEMM
 // backend before any test runs, so CTest can run the same suite through each backend.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>

@@ -1,5 +1,6 @@
 #include "framework/runtime/runtime.hpp"
 #include "framework/runtime/distributed.hpp"
+#include "framework/runtime/gemm_mkl.hpp"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -115,6 +116,7 @@ void set_threads(int n) {
   g_threads = n;
   omp_set_num_threads(n);
   openblas_set_num_threads(n);
+  mkl::set_threads(n);
 }
 
 int num_threads() {
@@ -127,9 +129,29 @@ void set_gemm_backend(const std::string& name) {
     g_backend = GemmBackend::dnnl;
   } else if (name == "openblas") {
     g_backend = GemmBackend::openblas;
+  } else if (name == "mkl") {
+    mkl::load();  // fails here, with the reason, rather than at the first GEMM
+    g_backend = GemmBackend::mkl;
   } else {
-    throw Error("--gemm: unknown backend '" + name + "' (allowed: auto, dnnl, openblas)");
+    std::string allowed;
+    for (const std::string& b : gemm_backend_names()) allowed += (allowed.empty() ? "" : ", ") + b;
+    throw Error("--gemm: unknown backend '" + name + "' (allowed: " + allowed + ")");
   }
+}
+
+std::vector<std::string> gemm_backend_names() {
+  std::vector<std::string> names = {"auto", "dnnl", "openblas"};
+  if (mkl::built_in()) names.push_back("mkl");
+  return names;
+}
+
+std::string gemm_backend_name(GemmBackend be) {
+  switch (be) {
+    case GemmBackend::dnnl: return "dnnl";
+    case GemmBackend::openblas: return "openblas";
+    case GemmBackend::mkl: return "mkl";
+  }
+  return "unknown";
 }
 
 GemmBackend gemm_backend() { return g_backend; }
@@ -189,6 +211,8 @@ void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   add_flops(2 * m * n * k);
   if (be == GemmBackend::dnnl) {
     dnnl_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else if (be == GemmBackend::mkl) {
+    mkl::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     // The first OpenBLAS call says so if its kernel is slow (a thread-safe one-time check).
     static const bool checked = [] {
@@ -213,7 +237,7 @@ RuntimeInfo runtime_info() {
   RuntimeInfo r;
   r.version = TRILEMMA_VERSION;
   r.build = TRILEMMA_BUILD;
-  r.gemm_backend = g_backend == GemmBackend::dnnl ? "dnnl" : "openblas";
+  r.gemm_backend = gemm_backend_name(g_backend);
   r.openblas_version = openblas_get_config();
   r.openblas_core = openblas_get_corename();
   r.openblas_core_generic = is_generic_core(r.openblas_core);
@@ -222,6 +246,8 @@ RuntimeInfo runtime_info() {
   r.dnnl_version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
                    std::to_string(v->patch);
   r.dnnl_isa = isa_name(dnnl_get_effective_cpu_isa());
+  r.mkl_built_in = mkl::built_in();
+  r.mkl_version = mkl::version();
   r.threads = num_threads();
   r.physical_cores = physical_cores();
   unsigned hc = std::thread::hardware_concurrency();
@@ -250,6 +276,7 @@ std::string runtime_banner() {
     << (r.openblas_core_generic ? " (GENERIC, slow)" : "") << " threads=" << r.openblas_threads
     << "\n"
     << "onednn: " << r.dnnl_version << " isa=" << r.dnnl_isa << "\n"
+    << (r.mkl_built_in ? "mkl: " + (r.mkl_version.empty() ? "built in, not loaded (--gemm mkl)" : r.mkl_version) + "\n" : "")
     << "threads: " << r.threads << " (physical cores " << r.physical_cores << ", logical cpus "
     << r.logical_cpus << ")\n"
     << "cpu: " << r.cpu_model << "\n"
@@ -267,8 +294,9 @@ std::string runtime_banner() {
 std::string runtime_summary() {
   RuntimeInfo r = runtime_info();
   std::string s = "trilemma " + r.version + (r.build == "Release" ? "" : " (" + r.build + " build)") + ": GEMM " +
-                  (r.gemm_backend == "dnnl" ? "oneDNN " + r.dnnl_version + " (" + r.dnnl_isa + ")"
-                                            : "OpenBLAS (" + r.openblas_core + " kernel)") +
+                  (r.gemm_backend == "dnnl"  ? "oneDNN " + r.dnnl_version + " (" + r.dnnl_isa + ")"
+                   : r.gemm_backend == "mkl" ? "MKL " + r.mkl_version
+                                             : "OpenBLAS (" + r.openblas_core + " kernel)") +
                   ", " + std::to_string(r.threads) + " thread" + (r.threads == 1 ? "" : "s") + " of " +
                   std::to_string(r.physical_cores) + " physical cores, " + r.cpu_model +
                   (r.ranks > 1 ? ", " + std::to_string(r.ranks) + " MPI ranks" : "");

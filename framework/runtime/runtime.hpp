@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tri {
 
@@ -12,18 +13,21 @@ namespace tri {
 // threshold moves time, never bits.
 constexpr int64_t kParallelMin = int64_t(1) << 14;
 
-enum class GemmBackend { dnnl, openblas };
+// mkl: only in a build configured with -DTRILEMMA_MKL_ROOT (framework/runtime/gemm_mkl.hpp).
+enum class GemmBackend { dnnl, openblas, mkl };
 
 struct RuntimeInfo {
   std::string version;            // trilemma's
   std::string build;              // the build type: Release, Debug, "Debug sanitized", ...
-  std::string gemm_backend;       // "dnnl" or "openblas"
+  std::string gemm_backend;       // "dnnl", "openblas" or "mkl"
   std::string openblas_version;   // openblas_get_config()
   std::string openblas_core;      // openblas_get_corename(), e.g. "Haswell"
   bool openblas_core_generic;     // a pre-AVX kernel (Prescott, Core2, ...): ~5x slower GEMM
   int openblas_threads;
   std::string dnnl_version;       // "2.6.3"
   std::string dnnl_isa;           // the ISA oneDNN dispatches to
+  bool mkl_built_in;              // this build has the backend "mkl"
+  std::string mkl_version;        // "2026.2.0" once MKL is loaded, else ""
   int threads;                    // OpenMP threads
   int physical_cores;
   int logical_cpus;
@@ -48,10 +52,14 @@ int64_t flop_count();
 void add_flops(int64_t n);
 
 // Chooses the backend: "auto" (oneDNN: the faster on every size measured on this CPU, and
-// immune to OpenBLAS's kernel detection), "dnnl" or "openblas". Choosing OpenBLAS while it
+// immune to OpenBLAS's kernel detection), "dnnl", "openblas", or "mkl" in a build that has it
+// (which loads MKL here). Choosing OpenBLAS while it
 // runs a generic kernel prints a warning to stderr: it never runs slow silently.
 void set_gemm_backend(const std::string& name);
 GemmBackend gemm_backend();
+// The names set_gemm_backend takes in this build, and a backend's name.
+std::vector<std::string> gemm_backend_names();
+std::string gemm_backend_name(GemmBackend be);
 
 // Sets the thread count for OpenMP, oneDNN and OpenBLAS together; n <= 0 means the number
 // of physical cores.

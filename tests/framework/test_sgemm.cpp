@@ -1,4 +1,4 @@
-// sgemm on both backends, every transpose combination, against a double-precision loop: across
+// sgemm on every backend of the build, every transpose combination, against a double-precision loop: across
 // the size where the oneDNN path copies B^T first (runtime.cpp, kTransposeMinK = 512), with
 // sizes that are not multiples of the 16 x 16 transpose blocks and leading dimensions larger
 // than the matrices.
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework/core/rng.hpp"
+#include "framework/runtime/gemm_mkl.hpp"
 #include "framework/runtime/runtime.hpp"
 
 using namespace tri;
@@ -56,7 +57,9 @@ double error_in_bounds(GemmBackend be, const Case& c, float beta) {
 }  // namespace
 
 TEST_CASE("sgemm: both backends, every transpose, across the B^T copy threshold") {
-  for (const GemmBackend be : {GemmBackend::dnnl, GemmBackend::openblas})
+  std::vector<GemmBackend> backends = {GemmBackend::dnnl, GemmBackend::openblas};
+  if (mkl::built_in()) backends.push_back(GemmBackend::mkl);
+  for (const GemmBackend be : backends)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
         for (const int64_t k : {int64_t(100), int64_t(511), int64_t(512), int64_t(777)})
