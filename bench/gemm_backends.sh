@@ -13,8 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 default_bin=${DEFAULT:-$root/build/trilemma}
 gemm_bin=${GEMM:-$root/build-gemm/trilemma}
 rounds=3 repeats=5 threads=1 gemm_min_time=0.2 first_round=0 skip_gemm=0
-# E1024 is left out: bench train stops on it (MQAR needs a vocabulary above its length 1024).
-configs=S,W,L1024,L2048,L4096,E64,E256 models=attention,linear,mamba
+configs=S,W,L1024,L2048,L4096,E64,E256,E1024 models=attention,linear,mamba
 while [[ $# -gt 0 ]]; do
   case $1 in
     --skip-gemm) skip_gemm=1; shift; continue ;;
