@@ -402,16 +402,10 @@ class _hashable(dict):
 
 
 def main():
-    from torch_models import CONFIGS  # noqa: F401  (imports torch: before jax, and only its CPU side)
+    from torch_models import add_anchor_arguments  # imports torch: before jax, and only its CPU side
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", choices=list(CONFIGS), default="S")
-    p.add_argument("--model", choices=list(VARIANTS), default="attention")
-    p.add_argument("--variant", help="form to use instead of the default (see the docstring)")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (after compiling)")
-    p.add_argument("--threads", type=int, default=1, help="XLA CPU threads; 0 = XLA's default")
-    p.add_argument("--json", action="store_true", help="one JSON line instead of a sentence")
-    p.add_argument("--check", action="store_true", help="check against the torch twin (models.py)")
+    add_anchor_arguments(p, VARIANTS, "form to use instead of the default (see the docstring)", 1,
+                         "XLA CPU threads; 0 = XLA's default", "check against the torch twin (models.py)")
     a = p.parse_args()
     if a.variant and a.variant not in VARIANTS[a.model]:
         p.error(f"--variant {a.variant}: {a.model} has {', '.join(VARIANTS[a.model])}")

@@ -208,17 +208,23 @@ def check(threads):
     return failures
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_anchor_arguments(p, models, variant_help, threads, threads_help, check_help):
+    """The options every anchor script shares (this one and jax_models.py)."""
     p.add_argument("--config", choices=list(CONFIGS), default="S")
-    p.add_argument("--model", choices=list(FORMS), default="attention")
-    p.add_argument("--form", choices=["tuned", "plain"], default="tuned")
-    p.add_argument("--variant", help="tuned form to use instead of the chosen one (see torch_forms.py)")
+    p.add_argument("--model", choices=list(models), default="attention")
+    p.add_argument("--variant", help=variant_help)
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    p.add_argument("--threads", type=int, default=2, help="torch threads; 0 = torch's default")
+    p.add_argument("--threads", type=int, default=threads, help=threads_help)
     p.add_argument("--json", action="store_true", help="one JSON line instead of a sentence")
-    p.add_argument("--check", action="store_true", help="check the fast forms against the plain one")
+    p.add_argument("--check", action="store_true", help=check_help)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_anchor_arguments(p, FORMS, "tuned form to use instead of the chosen one (see torch_forms.py)", 2,
+                         "torch threads; 0 = torch's default", "check the fast forms against the plain one")
+    p.add_argument("--form", choices=["tuned", "plain"], default="tuned")
     p.add_argument("--compile", action="store_true", help="torch.compile the tuned form (PyTorch 2.x)")
     a = p.parse_args()
     if a.compile and (a.form != "tuned" or not hasattr(torch, "compile")):
