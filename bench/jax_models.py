@@ -34,7 +34,6 @@ Usage: .../bench-venv/bin/python bench/jax_models.py --config S|W|L1024|...|E102
        .../bench-venv/bin/python bench/jax_models.py --check
 """
 import argparse
-import json
 import math
 import os
 import resource
@@ -404,7 +403,7 @@ class _hashable(dict):
 
 
 def main():
-    from torch_models import add_anchor_arguments  # imports torch: before jax, and only its CPU side
+    from torch_models import add_anchor_arguments, run_anchor  # imports torch: before jax, CPU side only
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_anchor_arguments(p, VARIANTS, "form to use instead of the default (see the docstring)", 1,
                          "XLA CPU threads; 0 = XLA's default", "check against the torch twin (models.py)")
@@ -413,18 +412,11 @@ def main():
         p.error(f"--variant {a.variant}: {a.model} has {', '.join(VARIANTS[a.model])}")
     set_threads(a.threads)
     import_jax()
-    if a.check:
-        failures = check()
-        print("all forms match" if not failures else f"{failures} tensors out of bounds")
-        sys.exit(1 if failures else 0)
-    r = bench(a)
-    if a.json:
-        print(json.dumps(r), flush=True)
-    else:
-        print(f"{r['config']} {r['model']} jax jit ({r['variant']}): {r['ms_median']:.1f} ms/step, "
-              f"compile {r['compile_s']} s, {r['tokens_per_s']:.0f} tokens/s, {r['params']} params, "
-              f"peak RSS {r['peak_rss_mib']} MiB, cpu/wall {r['cpu_per_wall']}, "
-              f"CPU {r['cpu_ms_median']:.1f} ms/step")
+    run_anchor(a, check, bench,
+               lambda r: f"{r['config']} {r['model']} jax jit ({r['variant']}): {r['ms_median']:.1f} ms/step, "
+                         f"compile {r['compile_s']} s, {r['tokens_per_s']:.0f} tokens/s, {r['params']} params, "
+                         f"peak RSS {r['peak_rss_mib']} MiB, cpu/wall {r['cpu_per_wall']}, "
+                         f"CPU {r['cpu_ms_median']:.1f} ms/step")
 
 
 if __name__ == "__main__":

@@ -220,6 +220,17 @@ def add_anchor_arguments(p, models, variant_help, threads, threads_help, check_h
     p.add_argument("--check", action="store_true", help=check_help)
 
 
+def run_anchor(a, check_forms, bench_run, sentence):
+    """The end of every anchor script: --check (exit 1 on a mismatch), or one timed run printed
+    as a JSON line (--json) or a sentence."""
+    if a.check:
+        failures = check_forms()
+        print("all forms match" if not failures else f"{failures} tensors out of bounds")
+        sys.exit(1 if failures else 0)
+    r = bench_run(a)
+    print(json.dumps(r) if a.json else sentence(r), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_anchor_arguments(p, FORMS, "tuned form to use instead of the chosen one (see torch_forms.py)", 2,
@@ -229,18 +240,11 @@ def main():
     a = p.parse_args()
     if a.compile and (a.form != "tuned" or not hasattr(torch, "compile")):
         p.error(f"--compile needs --form tuned and PyTorch 2.x (this is {torch.__version__})")
-    if a.check:
-        failures = check(max(1, a.threads))
-        print("all forms match" if not failures else f"{failures} tensors out of bounds")
-        sys.exit(1 if failures else 0)
-    r = bench(a)
-    if a.json:
-        print(json.dumps(r), flush=True)
-    else:
-        compiling = f", compile {r['compile_s']} s" if a.compile else ""
-        print(f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} ms/step{compiling}, "
-              f"{r['tokens_per_s']:.0f} tokens/s, {r['params']} params, peak RSS {r['peak_rss_mib']} MiB, "
-              f"CPU {r['cpu_ms_median']:.1f} ms/step")
+    compiling = lambda r: f", compile {r['compile_s']} s" if a.compile else ""  # noqa: E731
+    run_anchor(a, lambda: check(max(1, a.threads)), bench,
+               lambda r: f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} "
+                         f"ms/step{compiling(r)}, {r['tokens_per_s']:.0f} tokens/s, {r['params']} params, "
+                         f"peak RSS {r['peak_rss_mib']} MiB, CPU {r['cpu_ms_median']:.1f} ms/step")
 
 
 if __name__ == "__main__":
