@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "framework/runtime/distributed.hpp"
-#include "framework/runtime/gemm_mkl.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "cli/cli.hpp"
 #include "cli/cli_options.hpp"
 
@@ -62,7 +62,7 @@ void print_commands(FILE* out) {
   std::fprintf(out,
                "\n`trilemma <command> --help` lists a command's options with their defaults.\n"
                "Every command takes --config FILE (key = value lines; the command line wins),\n"
-               "--threads N and --gemm auto|dnnl|openblas%s.\n", mkl::built_in() ? "|mkl" : "");
+               "--threads N and --gemm %s.\n", gemm_backend_names("|").c_str());
 }
 
 po::options_description command_line_only_options() {

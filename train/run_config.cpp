@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "framework/runtime/gemm_mkl.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "models/family.hpp"
 
@@ -70,9 +69,7 @@ void RunSettings::visit(FieldVisitor& v) {
 void RuntimeConfig::visit(FieldVisitor& v) {
   v.integer("threads", threads, {1, 4096}, "threads for OpenMP, oneDNN and OpenBLAS together",
             zero_means("the physical cores", [](const FieldLookup&) { return int64_t(physical_cores()); }));
-  v.choice("gemm", gemm, gemm_backend_names(),
-           mkl::built_in() ? "GEMM backend: auto (oneDNN), dnnl, openblas or mkl"
-                           : "GEMM backend: auto (oneDNN), dnnl or openblas");
+  v.choice("gemm", gemm, gemm_backend_names(), "GEMM backend: " + gemm_backend_names(", ") + " (auto: oneDNN)");
 }
 
 void RuntimeConfig::apply() const {

@@ -22,6 +22,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -451,7 +452,8 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
   Tensor ckpt = grad ? Tensor::empty(Shape{batch, nblk, nchunks, N, kLanes}) : Tensor();
   float* py = out.data();
   float* pc = grad ? ckpt.data() : nullptr;
-  const BlockTables tab(a);
+  // Shared with the backward, which reads the same parameters (saved: unchanged since).
+  const auto tab = std::make_shared<const BlockTables>(a);
   // Per thread: this step's B, C tables and the state h.
   Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), 3 * nl});
 #pragma omp parallel
@@ -461,7 +463,7 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < batch * nblk; ++item)
       dispatch(a, [&]<class BC, int NC>() {
-        forward_item<BC, NC>(a, tab, item / nblk, item % nblk, bbuf, cbuf, h, py, pc);
+        forward_item<BC, NC>(a, *tab, item / nblk, item % nblk, bbuf, cbuf, h, py, pc);
       });
   }
   if (!grad) return out;
@@ -470,7 +472,7 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
   for (const Tensor& t : {D, z, delta_bias})
     if (t.defined()) saved.push_back(t);
   record("selective_scan", out, saved,
-         [a, u, delta, A, Bm, Cm, D, z, delta_bias, ckpt, nblk](const float* gout) {
+         [a, u, delta, A, Bm, Cm, D, z, delta_bias, ckpt, tab, nblk](const float* gout) {
     const int64_t batch = a.batch, T = a.T, E = a.E, N = a.N, Epad = nblk * kLanes;
     const int64_t G = group_size(batch, nblk), groups = (nblk + G - 1) / G;
     ScanGrads gr{};
@@ -484,7 +486,6 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
     } else {
       gr.gu = grad_of(u), gr.gdelta = grad_of(delta), gr.gz = grad_of(z);
     }
-    const BlockTables tab(a);
     Tensor partA = Tensor::empty(Shape{batch, Epad, N}), partD = Tensor::empty(Shape{batch, Epad}),
            partBias = Tensor::empty(Shape{batch, Epad});
     Tensor partB = a.var_B ? Tensor::empty(Shape{groups, batch, T, N}) : Tensor::empty(Shape{batch, Epad, N});
@@ -499,7 +500,7 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < batch * groups; ++item)
         dispatch(a, [&]<class BC, int NC>() {
-          backward_item<BC, NC>(a, tab, ckpt.data(), gr, item / groups, item % groups, G, w);
+          backward_item<BC, NC>(a, *tab, ckpt.data(), gr, item / groups, item % groups, G, w);
         });
     }
     // Combine the partials in a fixed order (over batch rows, or over channel groups).

@@ -133,9 +133,7 @@ void set_gemm_backend(const std::string& name) {
     mkl::load();  // fails here, with the reason, rather than at the first GEMM
     g_backend = GemmBackend::mkl;
   } else {
-    std::string allowed;
-    for (const std::string& b : gemm_backend_names()) allowed += (allowed.empty() ? "" : ", ") + b;
-    throw Error("--gemm: unknown backend '" + name + "' (allowed: " + allowed + ")");
+    throw Error("--gemm: unknown backend '" + name + "' (allowed: " + gemm_backend_names(", ") + ")");
   }
 }
 
@@ -143,6 +141,12 @@ std::vector<std::string> gemm_backend_names() {
   std::vector<std::string> names = {"auto", "dnnl", "openblas"};
   if (mkl::built_in()) names.push_back("mkl");
   return names;
+}
+
+std::string gemm_backend_names(const std::string& sep) {
+  std::string joined;
+  for (const std::string& b : gemm_backend_names()) joined += (joined.empty() ? "" : sep) + b;
+  return joined;
 }
 
 std::string gemm_backend_name(GemmBackend be) {

@@ -57,8 +57,10 @@ void add_flops(int64_t n);
 // runs a generic kernel prints a warning to stderr: it never runs slow silently.
 void set_gemm_backend(const std::string& name);
 GemmBackend gemm_backend();
-// The names set_gemm_backend takes in this build, and a backend's name.
+// The names set_gemm_backend takes in this build, and a backend's name; the names joined by
+// `sep` (for help texts).
 std::vector<std::string> gemm_backend_names();
+std::string gemm_backend_names(const std::string& sep);
 std::string gemm_backend_name(GemmBackend be);
 
 // Sets the thread count for OpenMP, oneDNN and OpenBLAS together; n <= 0 means the number
