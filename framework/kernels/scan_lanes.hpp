@@ -17,12 +17,13 @@ constexpr int kLanes = 16;       // channels per block: one AVX-512 vector of fl
 // spills that GCC adds to vectorised lane loops. Loads and stores need only float alignment.
 using Lanes = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
 using LaneInts = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-inline Lanes ld(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void st(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
+// Loads and stores are one access of the whole vector, through a type that may alias floats.
+// Not memcpy: under some -mtune (rocketlake's, say) GCC copies 64 bytes as two 32-byte halves
+// through the stack, and the 64-byte load that follows waits for both stores (a failed store
+// forward), which made the scan 6x slower.
+using LanesAlias = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4), may_alias));
+inline Lanes ld(const float* p) { return *reinterpret_cast<const LanesAlias*>(p); }
+inline void st(float* p, Lanes v) { *reinterpret_cast<LanesAlias*>(p) = v; }
 // x in every lane. x - 0 is x exactly, signed zeros included, so it compiles to one broadcast
 // (0 + x, which turns -0 into +0, costs a scalar add first).
 inline Lanes bcast(float x) { return x - Lanes{}; }
