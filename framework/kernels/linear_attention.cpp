@@ -15,6 +15,7 @@
 
 #include "framework/ops/activation_fns.hpp"
 #include "framework/core/autograd.hpp"
+#include "framework/kernels/lanes.hpp"
 #include "framework/kernels/linear_attention.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -22,7 +23,7 @@ namespace tri {
 
 namespace {
 
-constexpr int64_t kLanes = 16;  // floats in one AVX-512 register: state rows are padded to it
+constexpr int64_t kLanes = lanes::kLanes;  // state rows are padded to whole vectors
 constexpr int64_t kChains = 4;  // independent accumulators, to hide the FMA latency
 
 int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
@@ -57,25 +58,21 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
 // repeat, and the step function reproduces the parallel forward exactly).
 void update_and_read(float* M, int64_t rows, int64_t lanes, const float* a, const float* b,
                      const float* c, float* out) {
+  using lanes::ld, lanes::st, lanes::Lanes;
   for (int64_t l0 = 0; l0 < lanes; l0 += kLanes) {
-    float bl[kLanes], acc[kChains][kLanes] = {};
-    for (int64_t l = 0; l < kLanes; ++l) bl[l] = b[l0 + l];
-    auto row = [&](int64_t r, float* sum) {
+    const Lanes bl = ld(b + l0);
+    Lanes acc[kChains] = {};
+    auto row = [&](int64_t r, Lanes& sum) {
       float* m = M + r * lanes + l0;
-      const float ar = a[r], cr = c[r];
-#pragma omp simd
-      for (int64_t l = 0; l < kLanes; ++l) {
-        m[l] += ar * bl[l];
-        sum[l] += cr * m[l];
-      }
+      const Lanes mr = ld(m) + a[r] * bl;
+      st(m, mr);
+      sum += c[r] * mr;
     };
     int64_t r = 0;
     for (; r + kChains <= rows; r += kChains)
       for (int64_t u = 0; u < kChains; ++u) row(r + u, acc[u]);
     for (; r < rows; ++r) row(r, acc[0]);
-#pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l)
-      out[l0 + l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    st(out + l0, (acc[0] + acc[1]) + (acc[2] + acc[3]));
   }
 }
 

@@ -1,32 +1,22 @@
 // The selective scan's lane helpers (internal to framework/kernels/selective_scan.cpp): a block of
-// kLanes channels as one GCC vector, exp(dt A) as 2^(dt A log2 e), partial rows of a block,
-// and prefetching the rows of the next steps.
+// kLanes channels as one GCC vector (lanes.hpp), exp(dt A) as 2^(dt A log2 e), partial rows of
+// a block, and prefetching the rows of the next steps.
 #pragma once
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
+#include "framework/kernels/lanes.hpp"
+
 namespace tri::scan_lanes {
 
-constexpr int kLanes = 16;       // channels per block: one AVX-512 vector of floats
-
-// A block's kLanes channels as one GCC vector (AVX-512: one register; AVX2: two; else plain
-// code). The recurrence written on it compiles to straight vector code, without the masks and
-// spills that GCC adds to vectorised lane loops. Loads and stores need only float alignment.
-using Lanes = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
-using LaneInts = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-// Loads and stores are one access of the whole vector, through a type that may alias floats.
-// Not memcpy: under some -mtune (rocketlake's, say) GCC copies 64 bytes as two 32-byte halves
-// through the stack, and the 64-byte load that follows waits for both stores (a failed store
-// forward), which made the scan 6x slower.
-using LanesAlias = float __attribute__((vector_size(kLanes * sizeof(float)), aligned(4), may_alias));
-inline Lanes ld(const float* p) { return *reinterpret_cast<const LanesAlias*>(p); }
-inline void st(float* p, Lanes v) { *reinterpret_cast<LanesAlias*>(p) = v; }
-// x in every lane. x - 0 is x exactly, signed zeros included, so it compiles to one broadcast
-// (0 + x, which turns -0 into +0, costs a scalar add first).
-inline Lanes bcast(float x) { return x - Lanes{}; }
+using lanes::bcast;
+using lanes::kLanes;
+using lanes::LaneInts;
+using lanes::Lanes;
+using lanes::ld;
+using lanes::st;
 
 // The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
 // channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),
