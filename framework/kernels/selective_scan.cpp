@@ -496,6 +496,7 @@ Tensor selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, con
     Tensor scratch = Tensor::empty(Shape{omp_get_max_threads(), per_thread});
 #pragma omp parallel
     {
+      const lanes::FlushSubnormals flush;  // the adjoint's decay (lanes.hpp)
       BackwardScratch w(scratch.data() + omp_get_thread_num() * per_thread, N, G);
 #pragma omp for schedule(static)
       for (int64_t item = 0; item < batch * groups; ++item)
