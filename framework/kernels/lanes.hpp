@@ -36,6 +36,8 @@ class FlushSubnormals {
 #if defined(__SSE__)
   FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtz | kDaz); }
   ~FlushSubnormals() { _mm_setcsr(saved_); }
+#else
+  FlushSubnormals() = default;
 #endif
   FlushSubnormals(const FlushSubnormals&) = delete;
   FlushSubnormals& operator=(const FlushSubnormals&) = delete;
