@@ -11,12 +11,7 @@
 
 namespace tri::scan_lanes {
 
-using lanes::bcast;
-using lanes::kLanes;
-using lanes::LaneInts;
-using lanes::Lanes;
-using lanes::ld;
-using lanes::st;
+using namespace lanes;  // Lanes, LaneInts, kLanes, ld, st, bcast
 
 // The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
 // channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),

@@ -70,18 +70,19 @@ Tensor run_scan(bool fused, const ScanInputs& in, bool softplus) {
                : selective_scan_naive(in.u, in.delta, in.A, in.Bm, in.Cm, in.D, in.z, in.bias, softplus);
 }
 
-// The output and the gradients of sum(out * w) for every defined input (copies).
+// The output and the gradients of sum(out * w) for every defined input (copies); w is the
+// given weight, else uniform from seed.
 struct Result {
   std::vector<float> out;
   std::vector<std::vector<float>> grads;
 };
 
 Result forward_backward(const std::function<Tensor()>& f, const std::vector<Tensor>& inputs,
-                        uint64_t seed) {
+                        uint64_t seed, const Tensor& weight = Tensor()) {
   for (const Tensor& t : inputs)
     if (t.defined()) t.impl()->grad.reset();
   Tensor out = f();
-  Tensor w = gradcheck::uniform(out.shape(), seed);
+  Tensor w = weight.defined() ? weight : gradcheck::uniform(out.shape(), seed);
   backward(sum(mul(out, w)));
   Result r{out.tolist(), {}};
   for (const Tensor& t : inputs) {
@@ -246,12 +247,7 @@ TEST_CASE("a gradient at the last step only decays through subnormals; the calle
   Tensor last = Tensor::zeros(Shape{c.B, c.T, c.E});
   for (int64_t e = 0; e < c.E; ++e) last.data()[(c.T - 1) * c.E + e] = 1.f + 0.1f * float(e);
   auto grads = [&](bool fused) {
-    for (const Tensor& t : in.list())
-      if (t.defined()) t.impl()->grad.reset();
-    backward(sum(mul(run_scan(fused, in, c.softplus), last)));
-    std::vector<std::vector<float>> g;
-    for (const Tensor& t : in.list()) g.push_back(t.defined() ? t.grad().tolist() : std::vector<float>{});
-    return g;
+    return forward_backward([&] { return run_scan(fused, in, c.softplus); }, in.list(), 0, last).grads;
   };
 #if defined(__SSE__)
   const unsigned mode_before = _mm_getcsr();
