@@ -199,12 +199,13 @@ def table(rows, configs, models):
             gf, share = cell(rows, config, model, "trilemma", "gflops"), cell(rows, config, model, "trilemma", "peak_share")
             flops = f"{statistics.median(gf):.0f}, {100 * statistics.median(share):.0f}%" if gf and share else "n/a"
             forms = sorted(set(cell(rows, config, model, "torch_tuned", "variant")))
-            rss = [statistics.median(cell(rows, config, model, s, "peak_rss_mib")) for s in ("trilemma", "torch_tuned")]
+            rss = [cell(rows, config, model, s, "peak_rss_mib") for s in ("trilemma", "torch_tuned")]
+            rss = [f"{statistics.median(r):.0f}" if r else "n/a" for r in rss]  # torch113 may be left out
             lines.append(f"| {config} | {model} | {fmt_ms(cell(rows, config, model, 'trilemma'))} "
                          f"| {fmt_ms(cell(rows, config, model, 'torch_tuned'))} ({', '.join(forms)}) "
                          f"| {ratio(rows, config, model, 'torch_tuned')} "
                          f"| {fmt_ms(cell(rows, config, model, 'torch_plain'))} "
-                         f"| {ratio(rows, config, model, 'torch_plain')} | {flops} | {rss[0]:.0f} / {rss[1]:.0f} |")
+                         f"| {ratio(rows, config, model, 'torch_plain')} | {flops} | {rss[0]} / {rss[1]} |")
     return lines
 
 

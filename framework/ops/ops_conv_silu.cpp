@@ -72,7 +72,8 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& b
   if (bias.defined()) saved.push_back(bias);
   record("causal_conv1d_silu", out, saved, [x, weight, bias, conv, rows](const float* g) {
     const int64_t T = conv->T, C = conv->C, K = conv->K;
-    float *gx = grad_of(x), *gw = grad_of(weight), *gb = grad_of(bias);
+    bool gx_fresh;
+    float *gx = grad_for_write(x, &gx_fresh), *gw = grad_of(weight), *gb = grad_of(bias);
     // d pre-activation = g silu'(z), silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
     Tensor gz_t = Tensor::empty(x.shape());
     float* gz = gz_t.data();
@@ -92,6 +93,7 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& b
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t ts = r % T;
         float* gxr = gx + r * C;
+        if (gx_fresh) std::fill(gxr, gxr + C, 0.f);  // in cache, where a zeroed buffer is re-read
         for (int64_t k = 0; k < K; ++k) {
           const int64_t t = ts + K - 1 - k;
           if (t >= T) continue;

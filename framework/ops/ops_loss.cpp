@@ -1,5 +1,6 @@
 // Cross-entropy over masked positions, fused with its log-softmax: one pass computes the
 // per-row log-sum-exp, backward writes (softmax - onehot) / count without a [N, V] temporary.
+#include <algorithm>
 #include <cmath>
 
 #include "framework/core/autograd.hpp"
@@ -55,15 +56,21 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
   if (!needs_grad({logits})) return out;
   record("cross_entropy", out, {logits}, [logits, targets, lse, V, rows, count](const float* g) {
     const float *px = logits.data(), *pl = lse.data();
-    float* gx = grad_of(logits);
+    // A fresh gradient is written, not zeroed and added to: the logits' gradient is the size of
+    // the logits, and with MQAR's or the needle's sparse targets most of its rows are zeros.
+    bool fresh;
+    float* gx = grad_for_write(logits, &fresh);
     const float scale = g[0] / float(count);
 #pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t t = targets.data()[r];
-      if (t == kIgnoreIndex) continue;
-      const float *xr = px + r * V, l = pl[r];
       float* gr = gx + r * V;
-      for (int64_t j = 0; j < V; ++j) gr[j] += scale * std::exp(xr[j] - l);
+      if (t == kIgnoreIndex) {
+        if (fresh) std::fill(gr, gr + V, 0.f);
+        continue;
+      }
+      const float *xr = px + r * V, l = pl[r];
+      for (int64_t j = 0; j < V; ++j) gr[j] = (fresh ? 0.f : gr[j]) + scale * std::exp(xr[j] - l);
       gr[t] -= scale;
     }
   });

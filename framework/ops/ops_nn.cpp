@@ -1,10 +1,12 @@
 // Row-wise neural-network ops over the last axis (D): layer_norm, rms_norm, softmax,
 // log_softmax; plus embedding, dropout and the causal depthwise conv1d (and its decoding step).
 // Rows are independent, so forward and backward parallelise over rows.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
+#include <vector>
 
 #include "framework/core/autograd.hpp"
 #include "framework/runtime/runtime.hpp"
@@ -46,6 +48,97 @@ double row_sum(int64_t D, F f) {
   return s;
 }
 
+// Column sums of a norm's weight (and bias) gradients, the columns split across threads when
+// `threaded` (one contiguous range each, whole blocks of 16), every column summed over the rows
+// in order: the same bits at any split. row(r, j0, width, acc) adds row r's terms for columns
+// [j0, j0 + width) to acc (`sums` arrays of width floats; unthreaded, it may also take the row's
+// d x, in the same pass); done(j0, width, acc) adds them on.
+template <class Row, class Done>
+void column_sums(int64_t rows, int64_t D, int sums, bool threaded, Row row, Done done) {
+#pragma omp parallel if (threaded)
+  {
+    const int64_t n = omp_get_num_threads(), t = omp_get_thread_num(), blocks = (D + 15) / 16;
+    const int64_t j0 = blocks * t / n * 16, width = std::min(D, blocks * (t + 1) / n * 16) - j0;
+    if (width > 0) {
+      std::vector<float> acc(size_t(sums * width), 0.f);
+      for (int64_t r = 0; r < rows; ++r) row(r, j0, width, acc.data());
+      done(j0, width, acc.data());
+    }
+  }
+}
+
+// Eight floats, and their row_sum partials as eight doubles. Loads through a type that may
+// alias floats, needing only float alignment.
+using Floats8 = float __attribute__((vector_size(32), aligned(4), may_alias));
+using Doubles8 = double __attribute__((vector_size(64)));
+inline Floats8 load8(const float* p) { return *reinterpret_cast<const Floats8*>(p); }
+
+// One row of layer norm's d x: dx = rstd * (dn - mean(dn) - n * mean(dn * n)), dn = g * w,
+// n = (x - mean) * rstd; written as 0 + dx when `fresh`, added otherwise. The two means are
+// row_sum's sums (eight double partials, lane u takes j = u mod 8), taken here on vectors of
+// eight floats converted to doubles: GCC leaves row_sum's lambda form scalar.
+inline void layer_norm_dx_row(int64_t D, const float* gr, const float* xr, const float* w,
+                              float mean, float rstd, float* gxr, bool fresh) {
+  Doubles8 p1{}, p2{};
+  int64_t j = 0;
+  for (; j + 8 <= D; j += 8) {
+    const Floats8 g8 = load8(gr + j), dn = w ? g8 * load8(w + j) : g8, n = (load8(xr + j) - mean) * rstd;
+    p1 += __builtin_convertvector(dn, Doubles8);
+    p2 += __builtin_convertvector(dn * n, Doubles8);
+  }
+  double s1 = 0, s2 = 0;
+  for (int u = 0; u < 8; ++u) {
+    s1 += p1[u];
+    s2 += p2[u];
+  }
+  for (; j < D; ++j) {
+    const float dn = gr[j] * (w ? w[j] : 1.f);
+    s1 += double(dn);
+    s2 += double(dn * ((xr[j] - mean) * rstd));
+  }
+  const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
+  for (int64_t k = 0; k < D; ++k) {
+    float dn = gr[k] * (w ? w[k] : 1.f), n = (xr[k] - mean) * rstd;
+    gxr[k] = (fresh ? 0.f : gxr[k]) + rstd * (dn - m1 - n * m2);
+  }
+}
+
+// Adds one row's terms of d weight (g * n) and d bias (g) to the column sums sw, sb over
+// `width` columns.
+inline void layer_norm_column_sums(const float* xr, const float* gr, float mean, float rstd, int64_t width,
+                                   float* sw, float* sb) {
+#pragma omp simd
+  for (int64_t j = 0; j < width; ++j) {
+    sw[j] += gr[j] * ((xr[j] - mean) * rstd);
+    sb[j] += gr[j];
+  }
+}
+
+// One row of RMS norm's d x: dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w,
+// written as 0 + dx when `fresh`; the mean is row_sum's, on vectors as in layer_norm_dx_row.
+inline void rms_norm_dx_row(int64_t D, const float* gr, const float* xr, const float* w, float rstd,
+                            float* gxr, bool fresh) {
+  Doubles8 p{};
+  const double rstd_d = rstd;
+  int64_t j = 0;
+  for (; j + 8 <= D; j += 8) {
+    const Floats8 g8 = load8(gr + j), dn = w ? g8 * load8(w + j) : g8;
+    p += __builtin_convertvector(dn, Doubles8) * __builtin_convertvector(load8(xr + j), Doubles8) * rstd_d;
+  }
+  double s = 0;
+  for (int u = 0; u < 8; ++u) s += p[u];
+  for (; j < D; ++j) s += double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd;
+  const float m = float(s / double(D));
+  for (int64_t k = 0; k < D; ++k)
+    gxr[k] = (fresh ? 0.f : gxr[k]) + rstd * (gr[k] * (w ? w[k] : 1.f) - xr[k] * rstd * m);
+}
+
+// Adds one row's terms of d weight (g * x * rstd) to the column sums sw over `width` columns.
+inline void rms_norm_column_sums(const float* xr, const float* gr, float rstd, int64_t width, float* sw) {
+#pragma omp simd
+  for (int64_t j = 0; j < width; ++j) sw[j] += gr[j] * xr[j] * rstd;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
@@ -77,47 +170,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
     const float *px = x.data(), *st = stats.data(), *w = weight.defined() ? weight.data() : nullptr;
     bool fresh;
     float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight), *gb = grad_of(bias);
-    if (gx) {
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *xr = px + r * D, *gr = g + r * D;
-        const float mean = st[2 * r], rstd = st[2 * r + 1];
-        // dx = rstd * (dn - mean(dn) - n * mean(dn * n)), dn = g * w
-        const double s1 = row_sum(D, [gr, w](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)); });
-        const double s2 = row_sum(D, [gr, w, xr, mean, rstd](int64_t j) {
-          return double(gr[j] * (w ? w[j] : 1.f) * ((xr[j] - mean) * rstd));
-        });
-        const float m1 = float(s1 / double(D)), m2 = float(s2 / double(D));
-        float* gxr = gx + r * D;
-        for (int64_t j = 0; j < D; ++j) {
-          float dn = gr[j] * (w ? w[j] : 1.f), n = (xr[j] - mean) * rstd;
-          gxr[j] = (fresh ? 0.f : gxr[j]) + rstd * (dn - m1 - n * m2);
-        }
-      }
+    auto dx_row = [&](int64_t r) {
+      layer_norm_dx_row(D, g + r * D, px + r * D, w, st[2 * r], st[2 * r + 1], gx + r * D, fresh);
+    };
+    // Threaded: d x over rows, then the column sums over columns. One thread: one pass, each
+    // row of g and x read once for both.
+    const bool threaded = x.numel() > kParallelMin && omp_get_max_threads() > 1;
+    if (gx && threaded) {
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) dx_row(r);
     }
-    // Columns in blocks of 16 across threads, rows in order within each: the same sums at any
-    // thread count.
-    // Sums in registers, added once (onto zero gradients: the same bits as row by row).
-    const int64_t blocks = gw || gb ? (D + 15) / 16 : 0;
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-    for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
-      float sw[16] = {}, sb[16] = {};
-      auto add_row = [&](int64_t r, auto w) {  // w: 16 (a constant: one vector) or width
-        const float *xr = px + r * D + j0, *gr = g + r * D + j0, mean = st[2 * r], rstd = st[2 * r + 1];
-#pragma omp simd
-        for (int64_t j = 0; j < int64_t(w); ++j) {
-          sw[j] += gr[j] * ((xr[j] - mean) * rstd);
-          sb[j] += gr[j];
-        }
-      };
-      for (int64_t r = 0; r < rows; ++r)
-        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
+    column_sums(rows, D, 2, threaded, [&](int64_t r, int64_t j0, int64_t width, float* acc) {
+      if (gx && !threaded) dx_row(r);
+      if (gw || gb)
+        layer_norm_column_sums(px + r * D + j0, g + r * D + j0, st[2 * r], st[2 * r + 1], width, acc, acc + width);
+    }, [&](int64_t j0, int64_t width, const float* acc) {
       for (int64_t j = 0; j < width; ++j) {
-        if (gw) gw[j0 + j] += sw[j];
-        if (gb) gb[j0 + j] += sb[j];
+        if (gw) gw[j0 + j] += acc[j];
+        if (gb) gb[j0 + j] += acc[width + j];
       }
-    }
+    });
   });
   return out;
 }
@@ -141,32 +213,21 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   if (!needs_grad({x, weight})) return out;
   record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {
     const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
-    float *gx = grad_of(x), *gw = grad_of(weight);
-    if (gx) {
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *xr = px + r * D, *gr = g + r * D, rstd = rs[r];
-        // dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w
-        const double s = row_sum(D, [gr, w, xr, rstd](int64_t j) { return double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd; });
-        const float m = float(s / double(D));
-        for (int64_t j = 0; j < D; ++j)
-          gx[r * D + j] += rstd * (gr[j] * (w ? w[j] : 1.f) - xr[j] * rstd * m);
-      }
+    bool fresh;
+    float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight);
+    auto dx_row = [&](int64_t r) { rms_norm_dx_row(D, g + r * D, px + r * D, w, rs[r], gx + r * D, fresh); };
+    const bool threaded = x.numel() > kParallelMin && omp_get_max_threads() > 1;  // as in layer_norm
+    if (gx && threaded) {
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) dx_row(r);
     }
-    const int64_t blocks = gw ? (D + 15) / 16 : 0;  // as in layer_norm
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-    for (int64_t jb = 0; jb < blocks; ++jb) {
-      const int64_t j0 = jb * 16, width = std::min<int64_t>(16, D - j0);
-      float sw[16] = {};
-      auto add_row = [&](int64_t r, auto w) {
-        const float *xr = px + r * D + j0, *gr = g + r * D + j0, rstd = rs[r];
-#pragma omp simd
-        for (int64_t j = 0; j < int64_t(w); ++j) sw[j] += gr[j] * xr[j] * rstd;
-      };
-      for (int64_t r = 0; r < rows; ++r)
-        width == 16 ? add_row(r, std::integral_constant<int, 16>{}) : add_row(r, width);
-      for (int64_t j = 0; j < width; ++j) gw[j0 + j] += sw[j];
-    }
+    column_sums(rows, D, 1, threaded, [&](int64_t r, int64_t j0, int64_t width, float* acc) {
+      if (gx && !threaded) dx_row(r);
+      if (gw) rms_norm_column_sums(px + r * D + j0, g + r * D + j0, rs[r], width, acc);
+    }, [&](int64_t j0, int64_t width, const float* acc) {
+      if (!gw) return;
+      for (int64_t j = 0; j < width; ++j) gw[j0 + j] += acc[j];
+    });
   });
   return out;
 }

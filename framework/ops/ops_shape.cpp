@@ -1,4 +1,5 @@
 // Shape ops: reshape and first-axis slices are views; permute, other slices and concat copy.
+#include <algorithm>
 #include <cstring>
 
 #include "framework/core/autograd.hpp"
@@ -112,9 +113,21 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
   }
   if (!needs_grad({x})) return out;
   record("slice", out, {}, [x, outer, inner, len, start, w](const float* g) {
-    float* gx = grad_of(x);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < w * inner; ++j) gx[(o * len + start) * inner + j] += g[o * w * inner + j];
+    // A fresh gradient of x (the first of its slices to run backward) is written whole: the
+    // slice's part as 0 + g, the rest zeros, instead of zeroing it all and adding.
+    bool fresh;
+    float* gx = grad_for_write(x, &fresh);
+    for (int64_t o = 0; o < outer; ++o) {
+      float* row = gx + o * len * inner;
+      const float* go = g + o * w * inner;
+      if (fresh) {
+        std::fill(row, row + start * inner, 0.f);
+        std::fill(row + (start + w) * inner, row + len * inner, 0.f);
+      }
+      float* part = row + start * inner;
+#pragma omp simd
+      for (int64_t j = 0; j < w * inner; ++j) part[j] = (fresh ? 0.f : part[j]) + go[j];
+    }
   });
   return out;
 }

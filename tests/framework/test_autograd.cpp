@@ -2,6 +2,8 @@
 // modification of saved tensors, error messages, views, deep chains, and Module registration.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -266,6 +268,50 @@ TEST_CASE("autograd: a reshape's gradient reaches its input whole, shared or add
   for (int64_t i = 0; i < 4; ++i) CHECK(p.grad().data()[i] == 2.f);
   p.zero_grad();
   CHECK(p.grad().data()[0] == 0.f);
+}
+
+TEST_CASE("autograd: the norms' one-pass backward gives the threaded bits, written fresh or added") {
+  // [300, 70]: above the threaded threshold, rows of 70 (a tail past the 8-lane row sums and a
+  // column block narrower than 16). One thread takes the one-pass loop, two the two passes.
+  const int saved = omp_get_max_threads();
+  const Tensor c = gradcheck::uniform({300, 70}, 21);
+  auto grads = [&](int threads, bool rms, bool x_used_first) {
+    omp_set_num_threads(threads);
+    clear_tape();
+    Tensor x = param({300, 70}, 22, -2, 2), w = param({70}, 23, 0.5f, 1.5f), b = param({70}, 24);
+    // x's other use, recorded before or after the norm, runs backward after or before it: the
+    // norm's backward writes x's gradient fresh or adds to it.
+    const Tensor other = x_used_first ? sum(mul(x, c)) : Tensor();
+    const Tensor y = rms ? rms_norm(x, w) : layer_norm(x, w, b);
+    const Tensor loss = add(sum(mul(y, c)), x_used_first ? other : sum(mul(x, c)));
+    backward(loss);
+    omp_set_num_threads(saved);
+    return std::vector<Tensor>{x.grad(), w.grad(), rms ? Tensor() : b.grad()};
+  };
+  for (bool rms : {false, true}) {
+    CAPTURE(rms);
+    const std::vector<Tensor> one = grads(1, rms, false), two = grads(2, rms, false);
+    const std::vector<Tensor> added = grads(1, rms, true), added_two = grads(2, rms, true);
+    for (size_t i = 0; i < one.size(); ++i) {
+      if (!one[i].defined()) continue;
+      CAPTURE(i);
+      CHECK(bit_equal(one[i], two[i]));
+      CHECK(bit_equal(added[i], added_two[i]));
+    }
+  }
+}
+
+TEST_CASE("autograd: slices of one tensor write, then add to, its gradient") {
+  clear_tape();
+  Tensor x = param({4, 10}, 25);
+  const Tensor ca = gradcheck::uniform({4, 3}, 26), cb = gradcheck::uniform({4, 4}, 27);
+  // Columns 0-2 and 5-8 used, 3-4 and 9 not: their gradient must be 0, not uninitialised.
+  backward(add(sum(mul(slice(x, -1, 0, 3), ca)), sum(mul(slice(x, -1, 5, 9), cb))));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t j = 0; j < 10; ++j) {
+      const float want = j < 3 ? ca.data()[r * 3 + j] : j >= 5 && j < 9 ? cb.data()[r * 4 + j - 5] : 0.f;
+      CHECK(x.grad().data()[r * 10 + j] == want);
+    }
 }
 
 TEST_CASE("autograd: views share storage and the version counter") {
