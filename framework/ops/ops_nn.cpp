@@ -180,6 +180,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < rows; ++r) dx_row(r);
     }
+    if (!gw && !gb && (threaded || !gx)) return;  // nothing left for the pass below
     column_sums(rows, D, 2, threaded, [&](int64_t r, int64_t j0, int64_t width, float* acc) {
       if (gx && !threaded) dx_row(r);
       if (gw || gb)
@@ -221,6 +222,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < rows; ++r) dx_row(r);
     }
+    if (!gw && (threaded || !gx)) return;  // as in layer_norm
     column_sums(rows, D, 1, threaded, [&](int64_t r, int64_t j0, int64_t width, float* acc) {
       if (gx && !threaded) dx_row(r);
       if (gw) rms_norm_column_sums(px + r * D + j0, g + r * D + j0, rs[r], width, acc);
