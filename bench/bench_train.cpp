@@ -202,9 +202,10 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
       ops.push_back({{"op", r.op},
                      {"calls", double(r.calls) / steps},
                      {"forward_ms", r.forward_ms / steps},
-                     {"backward_ms", r.backward_ms / steps}});
+                     {"backward_ms", r.backward_ms / steps},
+                     {"gflop", double(r.flops) * 1e-9 / steps}});  // counted in its windows
     row["profile"] = ops;
-    row["profile_text"] = profile_report(steps);
+    row["profile_text"] = profile_report(steps, peak);
   }
   return row;
 }

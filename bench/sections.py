@@ -124,7 +124,9 @@ def profile_section(a):
     out = ["## Where the time goes: `--profile`", "",
            "Time per op kind per training step (forward: the time since the previous op was recorded; "
            "backward: the op's backward closure). `adamw` and `clip_grad_norm` are the optimizer step "
-           "and the gradient clipping.", ""]
+           "and the gradient clipping. GFLOP/s: the FLOPs counted in the op's windows (its GEMMs' "
+           "2 m n k, the attention kernel's own count) over its time, and their share of the sgemm "
+           "peak measured in the row's process (square 2048).", ""]
     for cell in ["S:attention", "W:attention", "S:linear", "L4096:linear", "S:mamba", "W:mamba"]:
         config, model = cell.split(":")
         args = ["bench", "train", "--configs", config, "--models", model, "--repeats", "5",
@@ -132,12 +134,15 @@ def profile_section(a):
         r = json_rows(trilemma(a.build, args))[0]
         out += [f"### {config}, {model}: {r['ms_median']:.1f} ms per step", "",
                 "`" + shown(args) + "`", "",
-                "| op | calls | forward ms | backward ms | share |", "|---|---|---|---|---|"]
+                "| op | calls | forward ms | backward ms | share | GFLOP/s | of the peak |",
+                "|---|---|---|---|---|---|---|"]
         total = sum(p["forward_ms"] + p["backward_ms"] for p in r["profile"])
         for p in r["profile"][:10]:
             t = p["forward_ms"] + p["backward_ms"]
+            rate = p.get("gflop", 0) / t * 1e3 if t > 0 else 0
+            cells = f"{rate:.0f} | {100 * rate / r['sgemm_peak_gflops']:.0f}%" if rate > 0 else " | "
             out.append(f"| {p['op']} | {p['calls']:.0f} | {p['forward_ms']:.2f} | "
-                       f"{p['backward_ms']:.2f} | {100 * t / total:.1f}% |")
+                       f"{p['backward_ms']:.2f} | {100 * t / total:.1f}% | {cells} |")
         out.append("")
     return out
 

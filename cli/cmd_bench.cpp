@@ -68,7 +68,7 @@ void bench_options(CommandOptions& o) {
       ("processes", po::value<int>()->value_name("N")->default_value(1)->notifier(in_range("processes", 1, 64)),
        "train: run N copies of each row at once, as a sweep's lanes do (e.g. 2 with --threads 1); the step time "
        "is the median of their medians")
-      ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward")
+      ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward, with the GFLOP/s and share of the sgemm peak of those that count FLOPs")
       ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
        "scaling, decode: blocks per model")

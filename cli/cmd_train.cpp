@@ -148,7 +148,7 @@ void train_options(CommandOptions& o) {
        "step, a checkpoint of the initial weights")
       ("profile", po::bool_switch(),
        "print where the step time goes at the end: ms per step of each op kind, forward and "
-       "backward, over the steps after the first two");
+       "backward, over the steps after the first two, and the GFLOP/s of those that count FLOPs");
 }
 
 int run_train(const po::variables_map& vm) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "framework/runtime/profile.hpp"
+#include "framework/runtime/runtime.hpp"
 
 namespace tri {
 
@@ -71,8 +72,10 @@ void backward(const Tensor& loss) {
     }
     if (profiling()) {
       const auto t0 = std::chrono::steady_clock::now();
+      const int64_t f0 = flop_count();
       n.backward(n.out.grad_data());
-      profile_backward(n.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      profile_backward(n.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                       flop_count() - f0);
     } else {
       n.backward(n.out.grad_data());
     }

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <map>
 
+#include "framework/runtime/runtime.hpp"
+
 namespace tri {
 
 namespace {
 bool g_on = false;
-int64_t g_last_ns = 0;
+int64_t g_last_ns = 0, g_last_flops = 0;
 std::map<std::string, OpTime> g_table;
 
 int64_t now_ns() {
@@ -36,17 +38,27 @@ void profile_reset() {
   profile_mark();
 }
 
-void profile_mark() { g_last_ns = now_ns(); }
+void profile_mark() {
+  g_last_ns = now_ns();
+  g_last_flops = flop_count();
+}
 
 void profile_forward(const char* op) {
   const int64_t t = now_ns();
   OpTime& r = row(op);
+  const int64_t f = flop_count();
   r.forward_ms += 1e-6 * double(t - g_last_ns);
+  r.flops += f - g_last_flops;
   ++r.calls;
   g_last_ns = t;
+  g_last_flops = f;
 }
 
-void profile_backward(const char* op, double ms) { row(op).backward_ms += ms; }
+void profile_backward(const char* op, double ms, int64_t flops) {
+  OpTime& r = row(op);
+  r.backward_ms += ms;
+  r.flops += flops;
+}
 
 void profile_phase(const char* name, double ms) {
   OpTime& r = row(name);
@@ -64,7 +76,7 @@ std::vector<OpTime> profile_table() {
   return rows;
 }
 
-std::string profile_report(int64_t steps) {
+std::string profile_report(int64_t steps, double peak_gflops) {
   const std::vector<OpTime> rows = profile_table();
   double total = 0;
   for (const OpTime& r : rows) total += r.forward_ms + r.backward_ms;
@@ -74,14 +86,20 @@ std::string profile_report(int64_t steps) {
   std::snprintf(line, sizeof line, "profile, ms per step over %lld steps (forward: time since the previous op)\n",
                 (long long)steps);
   out += line;
-  std::snprintf(line, sizeof line, "%-22s %8s %11s %11s %11s %7s\n", "op", "calls", "forward", "backward",
-                "total", "share");
+  std::snprintf(line, sizeof line, "%-22s %8s %11s %11s %11s %7s %9s%s\n", "op", "calls", "forward", "backward",
+                "total", "share", "GFLOP/s", peak_gflops > 0 ? "    peak" : "");
   out += line;
   for (const OpTime& r : rows) {
     const double t = r.forward_ms + r.backward_ms;
-    std::snprintf(line, sizeof line, "%-22s %8.1f %11.3f %11.3f %11.3f %6.1f%%\n", r.op.c_str(),
+    const double gflops = t > 0 ? double(r.flops) * 1e-6 / t : 0;
+    char rate[32] = "";
+    if (r.flops > 0 && peak_gflops > 0)
+      std::snprintf(rate, sizeof rate, " %9.1f %6.0f%%", gflops, 100 * gflops / peak_gflops);
+    else if (r.flops > 0)
+      std::snprintf(rate, sizeof rate, " %9.1f", gflops);
+    std::snprintf(line, sizeof line, "%-22s %8.1f %11.3f %11.3f %11.3f %6.1f%%%s\n", r.op.c_str(),
                   double(r.calls) * per, r.forward_ms * per, r.backward_ms * per, t * per,
-                  total > 0 ? 100 * t / total : 0.0);
+                  total > 0 ? 100 * t / total : 0.0, rate);
     out += line;
   }
   std::snprintf(line, sizeof line, "%-22s %8s %11s %11s %11.3f\n", "all", "", "", "", total * per);

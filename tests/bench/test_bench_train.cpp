@@ -41,15 +41,18 @@ int64_t expected_params(const std::string& family, bool experiment = false, int6
   return tri::LanguageModel(cfg, 0).num_parameters();
 }
 
-// The attention model's step: every linear layer (q, k, v, out, fc1, fc2 per block; the head)
-// runs three GEMMs of 2 * rows * in * out flops (forward, d input, d weight); the kernel does
-// per head 4 Dh flops per visible (query, key) pair forward (Q K^T, P V) and 10 backward
-// (the scores again, dV, dP, dQ, dK).
-double attention_gflop() {
-  const double rows = kB * kT, linear = 3 * 2 * rows * (kLayers * 12 * kD * kD + kD * kV);
+// The attention model's step: every linear layer runs three GEMMs of 2 * rows * in * out flops
+// (forward, d input, d weight): q, k, v, out and fc1 (d -> 4d) as `linear` with the head,
+// fc2 (4d -> d) as `gelu_linear`; the kernel does per head 4 Dh flops per visible (query, key)
+// pair forward (Q K^T, P V) and 10 backward (the scores again, dV, dP, dQ, dK).
+constexpr double kRows = kB * kT;
+double linear_gflop() { return 3 * 2 * kRows * (kLayers * 8 * kD * kD + kD * kV) * 1e-9; }
+double gelu_linear_gflop() { return 3 * 2 * kRows * kLayers * 4 * kD * kD * 1e-9; }
+double attention_kernel_gflop() {
   const double pairs = kT * (kT + 1) / 2.0, per_pair = 14.0 * (kD / kHeads) * kB * kHeads * kLayers;
-  return (linear + pairs * per_pair) * 1e-9;
+  return pairs * per_pair * 1e-9;
 }
+double attention_gflop() { return linear_gflop() + gelu_linear_gflop() + attention_kernel_gflop(); }
 
 std::vector<json> json_lines(const std::string& text) {
   std::vector<json> rows;
@@ -96,6 +99,17 @@ TEST_CASE("bench train: one row per model with the comparison's parameters, FLOP
   CHECK(ops.at("attention").at("calls") == kLayers);
   CHECK(ops.at("linear").at("calls") == 5 * kLayers + 1);  // q, k, v, out, fc1; the head
   CHECK(ops.at("gelu_linear").at("calls") == kLayers);      // fc2(gelu(.))
+  // Each op's FLOPs, counted in its own forward and backward windows: the GEMMs' in the op
+  // that calls them, the kernel's in `attention`, none anywhere else.
+  auto gflop = [&](const char* op) { return ops.at(op).at("gflop").get<double>(); };
+  CHECK(gflop("linear") == doctest::Approx(linear_gflop()).epsilon(1e-9));
+  CHECK(gflop("gelu_linear") == doctest::Approx(gelu_linear_gflop()).epsilon(1e-9));
+  CHECK(gflop("attention") == doctest::Approx(attention_kernel_gflop()).epsilon(1e-9));
+  CHECK(gflop("layer_norm") == 0);
+  CHECK(gflop("adamw") == 0);
+  const std::string text = attention.at("profile_text");
+  CHECK(text.find("GFLOP/s") != std::string::npos);
+  CHECK(text.find("peak") != std::string::npos);
   CHECK(profile_ops(rows[2]).at("selective_scan").at("calls") == kLayers);
 }
 
