@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -447,4 +448,17 @@ TEST_CASE("tensor memory limit: an allocation beyond it is an Error naming the s
   }
   Tensor big = Tensor::zeros(Shape{1 << 19});  // no limit left
   CHECK(big.numel() == 1 << 19);
+}
+
+TEST_CASE("tensor storage: blocks from 2 MiB up start on a 2 MiB boundary (huge pages), others on 64 bytes") {
+  const int64_t n = (int64_t(1) << 19) + 16;  // 2 MiB and 64 bytes: two huge pages
+  Tensor big = Tensor::empty(Shape{n});
+  const Tensor small = Tensor::empty(Shape{1000});
+  CHECK(reinterpret_cast<uintptr_t>(small.data()) % 64 == 0);
+#ifdef __linux__
+  CHECK(reinterpret_cast<uintptr_t>(big.data()) % (uintptr_t(2) << 20) == 0);
+#endif
+  big.fill_(3.f);  // every element is the block's, to the last
+  CHECK(big.data()[0] == 3.f);
+  CHECK(big.data()[n - 1] == 3.f);
 }
