@@ -15,22 +15,15 @@
 
 #include "framework/ops/activation_fns.hpp"
 #include "framework/core/autograd.hpp"
-#include "framework/kernels/lanes.hpp"
 #include "framework/kernels/linear_attention.hpp"
+#include "framework/kernels/linear_attention_sweeps.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace tri {
 
 namespace {
 
-constexpr int64_t kLanes = lanes::kLanes;  // state rows are padded to whole vectors
-constexpr int64_t kChains = 4;  // independent accumulators, to hide the FMA latency
-
-int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
-
-struct Dims {
-  int64_t B, T, H, Dk, Dv;
-};
+using namespace linear_attention_sweeps;
 
 // Checks q, k [B, T, H, Dk], v [B, T, H, Dv] and the optional normaliser features (both or
 // neither, shaped like q).
@@ -52,182 +45,13 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
   return {q.size(0), q.size(1), q.size(2), q.size(3), v.size(3)};
 }
 
-// M += a b^T, then out = M^T c: M is rows x lanes (row-major, lanes a multiple of kLanes),
-// a and c have `rows` entries, b and out `lanes`. Every sweep is one or two of these per time
-// step. The reads accumulate in kChains registers per kLanes block (a fixed order: results
-// repeat, and the step function reproduces the parallel forward exactly).
-void update_and_read(float* M, int64_t rows, int64_t lanes, const float* a, const float* b,
-                     const float* c, float* out) {
-  using lanes::ld, lanes::st, lanes::Lanes;
-  for (int64_t l0 = 0; l0 < lanes; l0 += kLanes) {
-    const Lanes bl = ld(b + l0);
-    Lanes acc[kChains] = {};
-    auto row = [&](int64_t r, Lanes& sum) {
-      float* m = M + r * lanes + l0;
-      const Lanes mr = ld(m) + a[r] * bl;
-      st(m, mr);
-      sum += c[r] * mr;
-    };
-    int64_t r = 0;
-    for (; r + kChains <= rows; r += kChains)
-      for (int64_t u = 0; u < kChains; ++u) row(r + u, acc[u]);
-    for (; r < rows; ++r) row(r, acc[0]);
-    st(out + l0, (acc[0] + acc[1]) + (acc[2] + acc[3]));
-  }
-}
-
-// One (batch, head) of the [B, T, H, D] layout: row t of each input at base + t * stride.
-struct Rows {
-  const float *qn, *kn, *v, *qd, *kd;
-  int64_t sk, sv;  // H * Dk and H * Dv
-};
-
-Rows rows_of(const Dims& d, int64_t bh, const float* q, const float* k, const float* v,
-             const float* qd, const float* kd) {
-  const int64_t b = bh / d.H, h = bh % d.H;
-  const int64_t ok = (b * d.T * d.H + h) * d.Dk, ov = (b * d.T * d.H + h) * d.Dv;
-  return {q + ok, k + ok, v + ov, qd + ok, kd + ok, d.H * d.Dk, d.H * d.Dv};
-}
-
-// A head's rows are H * D floats apart, short runs the hardware prefetcher follows poorly (at
-// H = 4 this halves the speed of long sequences), so the sweeps ask for rows kAhead steps away.
-constexpr int64_t kAhead = 8;
-inline void prefetch(const float* row, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) __builtin_prefetch(row + i);
-}
-
-// d.T steps of one (batch, head) from the state S (Dk x padded(Dv)) and z (Dk): out rows at
-// stride x.sv, den_t at stride sden. work: 2 padded(Dv) floats whose padding is zero.
-void forward_head(const Dims& d, const Rows& x, float* S, float* z, float eps, float* out,
-                  float* den, int64_t sden, float* work) {
-  const int64_t Dk = d.Dk, Dv = d.Dv, Dvp = padded(Dv);
-  float *vb = work, *num = work + Dvp;
-  for (int64_t t = 0; t < d.T; ++t) {
-    if (t + kAhead < d.T) {
-      const int64_t ta = t + kAhead;
-      for (const float* p : {x.qn, x.kn, x.qd, x.kd}) prefetch(p + ta * x.sk, Dk);
-      prefetch(x.v + ta * x.sv, Dv);
-      prefetch(out + ta * x.sv, Dv);
-    }
-    const float *qd = x.qd + t * x.sk, *kd = x.kd + t * x.sk, *vt = x.v + t * x.sv;
-    for (int64_t j = 0; j < Dv; ++j) vb[j] = vt[j];
-    update_and_read(S, Dk, Dvp, x.kn + t * x.sk, vb, x.qn + t * x.sk, num);
-    float dn = 0.f;
-    for (int64_t i = 0; i < Dk; ++i) {
-      z[i] += kd[i];
-      dn += qd[i] * z[i];
-    }
-    dn += eps;
-    float* ot = out + t * x.sv;
-    for (int64_t j = 0; j < Dv; ++j) ot[j] = num[j] / dn;
-    den[t * sden] = dn;
-  }
-}
-
-// Gradient destinations of one (batch, head), laid out like Rows; nullptr where none is needed.
-// gqd/gkd may alias gq/gk (no separate normaliser features): every write is an addition.
-struct GradRows {
-  float *gq, *gk, *gv, *gqd, *gkd;
-};
-
-int64_t backward_scratch_size(const Dims& d) {
-  const int64_t Dkp = padded(d.Dk), Dvp = padded(d.Dv);
-  return 2 * d.Dv * Dkp + d.Dk * Dvp + 2 * d.Dk + 4 * Dkp + 2 * Dvp + d.T;
-}
-
-// The backward of one (batch, head): g and out at this head's first row (stride x.sv), den at
-// its first entry (stride d.H).
-void backward_head(const Dims& d, const Rows& x, const GradRows& gr, const float* g,
-                   const float* out, const float* den, float* scratch) {
-  const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv, H = d.H, Dkp = padded(Dk), Dvp = padded(Dv);
-  float* ST = scratch;      // S^T, Dv x Dkp: d qn_t = S_t gn_t is then a read of update_and_read
-  float* R = ST + Dv * Dkp;  // Dk x Dvp
-  float* RT = R + Dk * Dvp;  // R^T, Dv x Dkp, for d kn_s = R_s v_s
-  float* z = RT + Dv * Dkp;  // Dk
-  float* r = z + Dk;         // Dk
-  float* kb = r + Dk;        // Dkp: kn_t, zero-padded
-  float* qb = kb + Dkp;      // Dkp: qn_t, zero-padded
-  float* dq = qb + Dkp;      // Dkp
-  float* dk = dq + Dkp;      // Dkp
-  float* gn = dk + Dkp;      // Dvp: g_t / den_t, zero-padded
-  float* dv = gn + Dvp;      // Dvp
-  float* gd = dv + Dvp;      // T: d den_t
-  std::fill(scratch, gd, 0.f);
-  auto load_gn = [&](int64_t t) {
-    const float* gt = g + t * x.sv;
-    const float inv = 1.f / den[t * H];
-    for (int64_t j = 0; j < Dv; ++j) gn[j] = gt[j] * inv;
-  };
-  auto add_to = [](float* dst, const float* src, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-  };
-
-  // Forward sweep: S_t, z_t, d den_t, d qn_t = S_t gn_t, d qd_t = d den_t z_t.
-  for (int64_t t = 0; t < T; ++t) {
-    if (t + kAhead < T) {
-      const int64_t ta = t + kAhead;
-      for (const float* p : {x.kn, x.kd}) prefetch(p + ta * x.sk, Dk);
-      for (const float* p : {x.v, g, out}) prefetch(p + ta * x.sv, Dv);
-      for (float* p : {gr.gq, gr.gqd})
-        if (p) prefetch(p + ta * x.sk, Dk);
-    }
-    const float *gt = g + t * x.sv, *ot = out + t * x.sv, *kd = x.kd + t * x.sk;
-    float go = 0.f;
-    for (int64_t j = 0; j < Dv; ++j) go += gt[j] * ot[j];
-    gd[t] = -go / den[t * H];
-    for (int64_t i = 0; i < Dk; ++i) z[i] += kd[i];
-    if (gr.gq) {
-      load_gn(t);
-      const float* kn = x.kn + t * x.sk;
-      for (int64_t i = 0; i < Dk; ++i) kb[i] = kn[i];
-      update_and_read(ST, Dv, Dkp, x.v + t * x.sv, kb, gn, dq);
-      add_to(gr.gq + t * x.sk, dq, Dk);
-    }
-    if (gr.gqd) {
-      float* gqd = gr.gqd + t * x.sk;
-      for (int64_t i = 0; i < Dk; ++i) gqd[i] += gd[t] * z[i];
-    }
-  }
-
-  // Reverse sweep: R_s, r_s, d kn_s = R_s v_s, d v_s = R_s^T kn_s, d kd_s = r_s.
-  for (int64_t t = T - 1; t >= 0; --t) {
-    if (t >= kAhead) {
-      const int64_t ta = t - kAhead;
-      for (const float* p : {x.qn, x.kn, x.qd}) prefetch(p + ta * x.sk, Dk);
-      for (const float* p : {x.v, g}) prefetch(p + ta * x.sv, Dv);
-      for (float* p : {gr.gk, gr.gkd})
-        if (p) prefetch(p + ta * x.sk, Dk);
-      if (gr.gv) prefetch(gr.gv + ta * x.sv, Dv);
-    }
-    const float *qn = x.qn + t * x.sk, *kn = x.kn + t * x.sk, *vt = x.v + t * x.sv;
-    load_gn(t);
-    if (gr.gkd) {
-      const float* qd = x.qd + t * x.sk;
-      float* gkd = gr.gkd + t * x.sk;
-      for (int64_t i = 0; i < Dk; ++i) {
-        r[i] += gd[t] * qd[i];
-        gkd[i] += r[i];
-      }
-    }
-    if (gr.gv) {
-      update_and_read(R, Dk, Dvp, qn, gn, kn, dv);
-      add_to(gr.gv + t * x.sv, dv, Dv);
-    }
-    if (gr.gk) {
-      for (int64_t i = 0; i < Dk; ++i) qb[i] = qn[i];
-      update_and_read(RT, Dv, Dkp, gn, qb, vt, dk);
-      add_to(gr.gk + t * x.sk, dk, Dk);
-    }
-  }
-}
-
 // The forward kernel over every (batch, head): out [B, T, H, Dv] and den [B, T, H].
 void forward_all(const Dims& d, const float* pq, const float* pk, const float* pv, const float* pqd,
                  const float* pkd, float eps, float* po, float* pden) {
   const int64_t BH = d.B * d.H, Dvp = padded(d.Dv);
 #pragma omp parallel
   {
-    std::vector<float> state(size_t(d.Dk * Dvp + d.Dk + 2 * Dvp));
+    std::vector<float> state(size_t(d.Dk * Dvp + d.Dk + forward_work_size(d)));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
@@ -246,7 +70,7 @@ void backward_all(const Dims& d, const float* pq, const float* pk, const float* 
   const int64_t BH = d.B * d.H;
 #pragma omp parallel
   {
-    std::vector<float> scratch(size_t(backward_scratch_size(d)));
+    BackwardScratch scratch(d);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
@@ -254,7 +78,7 @@ void backward_all(const Dims& d, const float* pq, const float* pk, const float* 
       auto at = [](float* p, int64_t o) { return p ? p + o : nullptr; };
       const GradRows gh{at(gr.gq, ok), at(gr.gk, ok), at(gr.gv, ov), at(gr.gqd, ok), at(gr.gkd, ok)};
       backward_head(d, rows_of(d, bh, pq, pk, pv, pqd, pkd), gh, g + ov, po + ov,
-                    pden + b * d.T * d.H + h, scratch.data());
+                    pden + b * d.T * d.H + h, scratch);
     }
   }
 }
@@ -382,10 +206,11 @@ Tensor linear_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
   // The forward kernel with T = 1; S rows are padded to Dvp through a copy when Dv is not.
 #pragma omp parallel if (BH * Dk * Dv > (1 << 16))
   {
-    std::vector<float> work(size_t(2 * Dvp + (Dv == Dvp ? 0 : Dk * Dvp)));
+    const int64_t nw = forward_work_size(d);
+    std::vector<float> work(size_t(nw + (Dv == Dvp ? 0 : Dk * Dvp)));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
-      float *Sh = S.data() + bh * Dk * Dv, *Sp = Dv == Dvp ? Sh : work.data() + 2 * Dvp;
+      float *Sh = S.data() + bh * Dk * Dv, *Sp = Dv == Dvp ? Sh : work.data() + nw;
       std::fill(work.begin(), work.end(), 0.f);
       if (Sp != Sh)
         for (int64_t i = 0; i < Dk; ++i) std::copy(Sh + i * Dv, Sh + (i + 1) * Dv, Sp + i * Dvp);
