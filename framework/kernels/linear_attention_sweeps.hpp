@@ -132,16 +132,15 @@ void forward_steps(const Dims& d, const Rows& x, int64_t t0, float* S, float* z,
 // stride x.sv, den_t at stride sden. work: forward_work_size floats, zeroed.
 inline void forward_head(const Dims& d, const Rows& x, float* S, float* z, float eps, float* out,
                   float* den, int64_t sden, float* work) {
-  auto ahead = [&](int64_t t) {
+  int64_t t = 0;
+  for (; t + kSteps <= d.T; t += kSteps) {
+    // In place, not in a lambda: GCC takes a lambda that only prefetches for a function without
+    // effects and drops its calls.
     for (int64_t ta = t + kAhead; ta < std::min(t + kAhead + kSteps, d.T); ++ta) {
       for (const float* p : {x.qn, x.kn, x.qd, x.kd}) prefetch(p + ta * x.sk, d.Dk);
       prefetch(x.v + ta * x.sv, d.Dv);
       prefetch(out + ta * x.sv, d.Dv);
     }
-  };
-  int64_t t = 0;
-  for (; t + kSteps <= d.T; t += kSteps) {
-    ahead(t);
     forward_steps<kSteps>(d, x, t, S, z, eps, out, den, sden, work);
   }
   for (; t < d.T; ++t) forward_steps<1>(d, x, t, S, z, eps, out, den, sden, work);

@@ -178,10 +178,10 @@ TEST_CASE("linear_attention with a feature map: the bits of linear_attention(phi
 TEST_CASE("linear_attention: stepping token by token equals the parallel forward") {
   // The parallel forward takes several steps per pass over the state, the step function one;
   // each state element sees the same operations in the same order, so the results are the
-  // same bits. T = 63 ends in a part block. Dv = 20 steps through a padded copy of the state,
-  // Dv = 32 in place.
+  // same bits. T = 63 ends in a part block. Dv = 20 steps through a padded copy
+  // of the state, Dv = 32 and 64 in place.
   const int64_t B = 2, T = 63, H = 3;
-  for (auto [Dk, Dv] : {std::pair<int64_t, int64_t>{12, 20}, {16, 32}})
+  for (auto [Dk, Dv] : {std::pair<int64_t, int64_t>{12, 20}, {16, 32}, {64, 64}})
     for (bool sep : {false, true}) {
       CAPTURE(Dv);
       CAPTURE(sep);
@@ -234,11 +234,11 @@ TEST_CASE("linear_attention: output t has exactly zero gradient w.r.t. inputs af
   }
 }
 
-TEST_CASE("linear_attention: a sequence's first steps get the bits of the sequence cut there") {
-  // The sweeps take blocks of steps per pass over a state, from t = 0 forward and from T - 1
-  // backward: cut at 22 of 37, every step of the cut sequence's reverse sweep sits at another
-  // place in its block, and its last two forward steps leave a block for single steps.
-  const int64_t B = 2, T = 37, H = 3, Dk = 12, Dv = 20, cut = 22;
+namespace {
+
+// Runs the sequence of T steps and its first `cut` steps alone, the loss seeing only those, and
+// checks that both give the same bits (output and every gradient) on them.
+void check_first_steps(int64_t B, int64_t T, int64_t H, int64_t Dk, int64_t Dv, int64_t cut, bool sep) {
   auto first_steps = [&](const Tensor& x, bool leaf) {
     const int64_t D = x.size(3);
     Tensor y = Tensor::empty({B, cut, H, D});
@@ -247,23 +247,36 @@ TEST_CASE("linear_attention: a sequence's first steps get the bits of the sequen
     if (leaf) y.requires_grad_();
     return y;
   };
-  for (bool sep : {false, true}) {
-    CAPTURE(sep);
-    Problem whole(B, T, H, Dk, Dv, sep, 13), part = whole;
-    part.T = cut;
-    for (Tensor* x : {&part.xq, &part.xk, &part.v, &part.xqd, &part.xkd})
-      if (x->defined()) *x = first_steps(*x, true);
-    Tensor w = gradcheck::uniform({B, T, H, Dv}, 14);
-    for (int64_t i = 0; i < w.numel(); ++i)
-      if ((i / (H * Dv)) % T >= cut) w.data()[i] = 0.f;  // the loss sees the first steps only
-    const Result a = forward_backward(whole, fused, w);
-    const Result b = forward_backward(part, fused, first_steps(w, false));
-    CHECK(scaled_err(first_steps(a.out, false), b.out) == 0);
-    for (size_t i = 0; i < a.grads.size(); ++i) {
-      INFO("gradient of " << kLeafNames[i]);
-      CHECK(scaled_err(first_steps(a.grads[i], false), b.grads[i]) == 0);
-    }
+  Problem whole(B, T, H, Dk, Dv, sep, 13), part = whole;
+  part.T = cut;
+  for (Tensor* x : {&part.xq, &part.xk, &part.v, &part.xqd, &part.xkd})
+    if (x->defined()) *x = first_steps(*x, true);
+  Tensor w = gradcheck::uniform({B, T, H, Dv}, 14);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if ((i / (H * Dv)) % T >= cut) w.data()[i] = 0.f;  // the loss sees the first steps only
+  const Result a = forward_backward(whole, fused, w);
+  const Result b = forward_backward(part, fused, first_steps(w, false));
+  CHECK(scaled_err(first_steps(a.out, false), b.out) == 0);
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    INFO("gradient of " << kLeafNames[i]);
+    CHECK(scaled_err(first_steps(a.grads[i], false), b.grads[i]) == 0);
   }
+}
+
+}  // namespace
+
+TEST_CASE("linear_attention: a sequence's first steps get the bits of the sequence cut there") {
+  // The sweeps take blocks of steps per pass over a state, from t = 0 forward and from T - 1
+  // backward: cut at 22 of 37, every step of the cut sequence's reverse sweep sits at another
+  // place in its block, and its last two forward steps leave a block for single steps. Dv = 20
+  // pads the state's rows, 64 does not.
+  const int64_t B = 2, T = 37, H = 3, cut = 22;
+  for (auto [Dk, Dv] : {std::pair<int64_t, int64_t>{12, 20}, {64, 64}})
+    for (bool sep : {false, true}) {
+      CAPTURE(Dk);
+      CAPTURE(sep);
+      check_first_steps(B, T, H, Dk, Dv, cut, sep);
+    }
 }
 
 TEST_CASE("linear_attention: results repeat bit for bit, at any thread count") {
