@@ -65,7 +65,7 @@ struct Rows {
 };
 
 inline Rows rows_of(const Dims& d, int64_t bh, const float* q, const float* k, const float* v,
-             const float* qd, const float* kd) {
+                    const float* qd, const float* kd) {
   const int64_t b = bh / d.H, h = bh % d.H;
   const int64_t ok = (b * d.T * d.H + h) * d.Dk, ov = (b * d.T * d.H + h) * d.Dv;
   return {q + ok, k + ok, v + ov, qd + ok, kd + ok, d.H * d.Dk, d.H * d.Dv};
@@ -131,7 +131,7 @@ void forward_steps(const Dims& d, const Rows& x, int64_t t0, float* S, float* z,
 // d.T steps of one (batch, head) from the state S (Dk x padded(Dv)) and z (Dk): out rows at
 // stride x.sv, den_t at stride sden. work: forward_work_size floats, zeroed.
 inline void forward_head(const Dims& d, const Rows& x, float* S, float* z, float eps, float* out,
-                  float* den, int64_t sden, float* work) {
+                         float* den, int64_t sden, float* work) {
   int64_t t = 0;
   for (; t + kSteps <= d.T; t += kSteps) {
     // In place, not in a lambda: GCC takes a lambda that only prefetches for a function without
@@ -276,7 +276,7 @@ struct HeadBackward {
 // The backward of one (batch, head): g and out at this head's first row (stride x.sv), den at
 // its first entry (stride d.H).
 inline void backward_head(const Dims& d, const Rows& x, const GradRows& gr, const float* g,
-                   const float* out, const float* den, BackwardScratch& w) {
+                          const float* out, const float* den, BackwardScratch& w) {
   w.clear();
   const HeadBackward hb{d, x, gr, g, out, den, w};
   const int64_t T = d.T, Dk = d.Dk, Dv = d.Dv;
