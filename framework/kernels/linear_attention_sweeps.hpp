@@ -98,8 +98,10 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 // Scratch of forward_head: per step of a block, a value row and a numerator (padded(Dv) each,
-// padding zero).
-inline int64_t forward_work_size(const Dims& d) { return kSteps * 2 * padded(d.Dv); }
+// padding zero); a decoding step (T = 1) needs one step's.
+inline int64_t forward_work_size(const Dims& d) {
+  return std::min<int64_t>(kSteps, d.T) * 2 * padded(d.Dv);
+}
 
 // Steps t0 .. t0 + N - 1 of forward_head.
 template <int N>
@@ -178,7 +180,7 @@ struct BackwardScratch {
     float* p = buf.data();
     for (const auto& [dst, size] : parts) *dst = p, p += size;
   }
-  void clear() { std::fill(buf.begin(), buf.end(), 0.f); }
+  void clear() { std::fill(buf.data(), gd, 0.f); }  // gd is written before it is read
 };
 
 // A backward sweep's view of one (batch, head): g and out at its first row (stride x.sv), den at
