@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "framework/kernels/attention.hpp"
 #include "framework/kernels/attention_geometry.hpp"
@@ -66,6 +67,13 @@ void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, flo
   std::fill(dst + n * g.Dp, dst + rows * g.Dp, 0.f);
 }
 
+// Those rows laid out as pack_rows lays them: in place when the head's rows already are (one
+// head, Dh a multiple of 16, no padding rows), else packed into dst.
+const float* packed_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
+  if (g.stride() == g.Dp && n == rows) return src;
+  pack_rows(g, src, n, rows, dst);
+  return dst;
+}
 
 // The same rows transposed into dst [Dp][cols]; entries past Dh or n are 0.
 void pack_columns(const Geometry& g, const float* src, int64_t n, int64_t cols, float* dst) {
@@ -163,9 +171,8 @@ void tile_key_sums(bool full, int64_t n, int64_t n_dim, const float* a, const fl
 void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const float* q,
                   const float* kt, const float* vp, float* out, float* lse, float* scratch) {
   const int64_t Dp = g.Dp;
-  float *qt = scratch, *s = qt + kTile * Dp, *acc = s + kTile * kTile, *m = acc + kTile * Dp,
-        *l = m + kTile;
-  pack_rows(g, q + g.at(g.Tq, bh, i0), n, n, qt);
+  float *s = scratch + kTile * Dp, *acc = s + kTile * kTile, *m = acc + kTile * Dp, *l = m + kTile;
+  const float* qt = packed_rows(g, q + g.at(g.Tq, bh, i0), n, n, scratch);
   std::fill(acc, acc + n * Dp, 0.f);
   std::fill(m, m + n, -INFINITY);
   std::fill(l, l + n, 0.f);
@@ -213,28 +220,50 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   }
 }
 
+// A head's K^T [Dp][Tkp] packed into dst, and its V [Tkp][Dp], packed after it or in place.
+const float* pack_keys(const Geometry& g, const float* k, const float* v, int64_t bh, float* dst) {
+  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, dst);
+  return packed_rows(g, v + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, dst + g.Tkp * g.Dp);
+}
+
 void forward(const Geometry& g, const float* q, const float* k, const float* v, float* out,
              float* lse) {
   const int64_t BH = g.B * g.H, head = g.Tkp * g.Dp;
   const int64_t q_tiles = (g.Tq + kTile - 1) / kTile;
-  Tensor packed = Tensor::empty(Shape{BH, 2, head});  // per head: K^T [Dp][Tkp], V [Tkp][Dp]
-  float* pk = packed.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, pk + 2 * bh * head);
-    pack_rows(g, v + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, pk + (2 * bh + 1) * head);
+  const int64_t tile_floats = 2 * kTile * g.Dp + kTile * kTile + 2 * kTile;
+  const int64_t threads = omp_get_max_threads();
+  // With heads enough to share out, a task is one head, packed into its thread's scratch and
+  // used while it is in cache. With few heads, a task is one query tile, so that long heads
+  // still spread over the threads.
+  if (BH >= 4 * threads) {
+    Tensor scratch = Tensor::empty(Shape{threads, 2 * head + tile_floats});
+#pragma omp parallel
+    {
+      float* mine = scratch.data() + omp_get_thread_num() * (2 * head + tile_floats);
+#pragma omp for schedule(dynamic)
+      for (int64_t bh = 0; bh < BH; ++bh) {
+        const float* vp = pack_keys(g, k, v, bh, mine);
+        for (int64_t i0 = (q_tiles - 1) * kTile; i0 >= 0; i0 -= kTile)  // costliest first
+          forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, mine, vp, out, lse, mine + 2 * head);
+      }
+    }
+    return;
   }
-  const int64_t per_thread = 2 * kTile * g.Dp + kTile * kTile + 2 * kTile;
-  Tensor scratch = Tensor::empty(Shape{int64_t(omp_get_max_threads()), per_thread});
+  Tensor packed = Tensor::empty(Shape{BH, 2, head});
+  float* pk = packed.data();
+  std::vector<const float*> vp(size_t(BH), nullptr);
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < BH; ++bh) vp[size_t(bh)] = pack_keys(g, k, v, bh, pk + 2 * bh * head);
+  Tensor scratch = Tensor::empty(Shape{threads, tile_floats});
 #pragma omp parallel
   {
-    float* mine = scratch.data() + omp_get_thread_num() * per_thread;
+    float* mine = scratch.data() + omp_get_thread_num() * tile_floats;
     // Costliest tasks first (the last query tiles see the most keys when causal).
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < BH * q_tiles; ++task) {
       const int64_t bh = task % BH, i0 = (q_tiles - 1 - task / BH) * kTile;
-      forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, pk + 2 * bh * head,
-                   pk + (2 * bh + 1) * head, out, lse, mine);
+      forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, pk + 2 * bh * head, vp[size_t(bh)],
+                   out, lse, mine);
     }
   }
 }
@@ -261,32 +290,40 @@ struct BackwardScratch {
   }
 };
 
-// Adds the tile acc [kTile][Dp] into rows j0 .. j0 + n of head bh of grad [B, Tk, H, Dh].
-void add_rows(const Geometry& g, const float* acc, int64_t bh, int64_t j0, int64_t n,
-              float* grad) {
-  for (int64_t j = 0; j < n; ++j) {
-    float* gr = grad + g.at(g.Tk, bh, j0 + j);
+// A gradient of q, k or v. The backward sets each of its elements once, so a fresh buffer
+// (uninitialised) is written, `0.f + x` (the bits of an add into zeros), instead of added into.
+struct HeadGrad {
+  float* data = nullptr;
+  bool fresh = false;
+};
+
+// Rows t0 .. t0 + n of acc [n][Dp] into head bh of grad [B, T, H, Dh].
+void store_rows(const Geometry& g, int64_t T, const float* acc, int64_t bh, int64_t t0, int64_t n,
+                HeadGrad grad) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* gr = grad.data + g.at(T, bh, t0 + t);
+    const float* a = acc + t * g.Dp;
+    if (grad.fresh) {
 #pragma omp simd
-    for (int64_t d = 0; d < g.Dh; ++d) gr[d] += acc[j * g.Dp + d];
+      for (int64_t d = 0; d < g.Dh; ++d) gr[d] = 0.f + a[d];
+    } else {
+#pragma omp simd
+      for (int64_t d = 0; d < g.Dh; ++d) gr[d] += a[d];
+    }
   }
 }
 
 void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k, const float* v,
-                   const float* out, const float* lse, const float* gout, float* gq, float* gk,
-                   float* gv, BackwardScratch& w) {
+                   const float* out, const float* lse, const float* gout, HeadGrad gq, HeadGrad gk,
+                   HeadGrad gv, BackwardScratch& w) {
   const int64_t Dp = g.Dp, Tkp = g.Tkp;
-  pack_rows(g, q + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.qp);
-  pack_rows(g, gout + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.dop);
+  const float* qp = packed_rows(g, q + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.qp);
+  const float* dop = packed_rows(g, gout + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.dop);
   pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kt);
   pack_columns(g, v + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.vt);
-  pack_rows(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kp);
+  const float* kp = packed_rows(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kp);
   std::fill(w.dq, w.dq + g.Tq * Dp, 0.f);
-  for (int64_t i = 0; i < g.Tq; ++i) {
-    const float *o = out + g.at(g.Tq, bh, i), *dout = w.dop + i * Dp;
-    float dot = 0.f;
-    for (int64_t d = 0; d < g.Dh; ++d) dot += dout[d] * o[d];
-    w.delta[i] = dot;
-  }
+  tile_kernels::row_dots(g.Tq, g.Dh, dop, Dp, out + g.at(g.Tq, bh, 0), g.stride(), w.delta);
   const float* lse_head = lse + bh * g.Tq;
   const float slope = g.slope2(bh % g.H);
   for (int64_t j0 = 0; j0 < g.Tk; j0 += kTile) {
@@ -311,7 +348,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
             tile_gemm(16, Dp, n - r, a + r * kTile + c0, 1, kTile, b + r * Dp, Dp, c + c0 * Dp, Dp, true);
         }
       };
-      tile_scores(full, n, Dp, w.qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, cols);
+      tile_scores(full, n, Dp, qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, cols);
       for (int64_t r = 0; r < n; ++r) {  // P = 2^(S - lse), both in base 2
         float* pr = p + r * kTile;
         score_row(g, pr, g.shift + i0 + r, j0, slope);
@@ -319,9 +356,9 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < kTile; ++j) pr[j] = exp2_neg(pr[j] - lse_r);
       }
-      if (gv) by_keys(p, w.dop + i0 * Dp, w.dv);  // dV += P^T dO
-      if (!gq && !gk) continue;
-      tile_scores(full, n, Dp, w.dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, cols);  // dP = dO V^T
+      if (gv.data) by_keys(p, dop + i0 * Dp, w.dv);  // dV += P^T dO
+      if (!gq.data && !gk.data) continue;
+      tile_scores(full, n, Dp, dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, cols);  // dP = dO V^T
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
         const float delta = w.delta[i0 + r];
         float *dsr = ds + r * kTile, *pr = p + r * kTile;
@@ -329,18 +366,14 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
 #pragma omp simd
         for (int64_t j = 0; j < c_end; ++j) dsr[j] = pr[j] * (dsr[j] - delta) * g.scale;
       }
-      if (gq) tile_key_sums(full, n, Dp, ds, w.kp + j0 * Dp, w.dq + i0 * Dp, cols);  // dQ += dS K
-      if (gk) by_keys(ds, w.qp + i0 * Dp, w.dk);  // dK += dS^T Q
+      if (gq.data) tile_key_sums(full, n, Dp, ds, kp + j0 * Dp, w.dq + i0 * Dp, cols);  // dQ += dS K
+      if (gk.data) by_keys(ds, qp + i0 * Dp, w.dk);  // dK += dS^T Q
     }
     const int64_t n_keys = std::min(kTile, g.Tk - j0);
-    if (gk) add_rows(g, w.dk, bh, j0, n_keys, gk);
-    if (gv) add_rows(g, w.dv, bh, j0, n_keys, gv);
+    if (gk.data) store_rows(g, g.Tk, w.dk, bh, j0, n_keys, gk);
+    if (gv.data) store_rows(g, g.Tk, w.dv, bh, j0, n_keys, gv);
   }
-  if (gq)
-    for (int64_t i = 0; i < g.Tq; ++i) {
-      float* gr = gq + g.at(g.Tq, bh, i);
-      for (int64_t d = 0; d < g.Dh; ++d) gr[d] += w.dq[i * Dp + d];
-    }
+  if (gq.data) store_rows(g, g.Tq, w.dq, bh, 0, g.Tq, gq);
 }
 
 // The sizes of an attention call, checked (shared by the fused and the naive version).
@@ -391,7 +424,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   add_flops(4 * pairs_dh);
   if (!needs_grad({q, k, v})) return out;
   record("attention", out, {q, k, v, out}, [q, k, v, out, lse, g, pairs_dh](const float* gout) {
-    float *gq = grad_of(q), *gk = grad_of(k), *gv = grad_of(v);
+    HeadGrad gq, gk, gv;
+    if (q.same(k) || q.same(v) || k.same(v)) {  // one buffer for two: both add into it
+      gq.data = grad_of(q), gk.data = grad_of(k), gv.data = grad_of(v);
+    } else {
+      gq.data = grad_for_write(q, &gq.fresh), gk.data = grad_for_write(k, &gk.fresh);
+      gv.data = grad_for_write(v, &gv.fresh);
+    }
     add_flops(10 * pairs_dh);  // the scores again, dV, dP, dQ and dK
     const int64_t per_thread = BackwardScratch::floats(g);
     Tensor scratch = Tensor::empty(Shape{int64_t(omp_get_max_threads()), per_thread});

@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "tests/compare.hpp"
 #include "framework/kernels/attention.hpp"
+#include "framework/kernels/tile_kernels.hpp"
 #include "framework/ops/positions.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
@@ -105,6 +107,9 @@ TEST_CASE("attention: fused matches naive, forward and gradients") {
       {1, 130, 130, 2, 16, true, true, 0.f, 64}, {1, 67, 67, 2, 80, true, false, 0.f, 67},
       {1, 70, 150, 2, 16, true, true, 0.f, 33}, {1, 129, 130, 2, 16, true, true, 0.f, 100},
       {2, 1, 37, 3, 24, true, true, 0.f, 10},  {2, 37, 37, 3, 24, true, true, 0.f, 1000},
+      // One head, Dh a multiple of 16: rows read in place; heads enough for a task per head.
+      {9, 64, 64, 1, 64, true, false},  {9, 130, 130, 1, 32, true, true, 0.f, 20},
+      {9, 128, 128, 1, 16, false, false},
   };
   uint64_t seed = 10;
   for (const Case& c : cases) {
@@ -366,6 +371,70 @@ TEST_CASE("attention: the fused kernel's extra memory is O(T), the naive one's O
   CHECK(fused_1k < naive_1k / 8);
   // Linear in T: four times the length costs at most ~4x (not 16x) the memory.
   CHECK(fused_4k < 5 * fused_1k);
+}
+
+TEST_CASE("attention: new gradients written, existing ones added to; q = k = v") {
+  for (const Case& c : {Case{9, 64, 64, 1, 64, true, false}, Case{2, 37, 37, 3, 24, true, true}}) {
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    V in = inputs(c, 77);
+    const Tensor gout = gradcheck::uniform({c.B, c.Tq, c.H, c.Dh}, 78);
+    auto fused = [&](auto& q, auto& k, auto& v) { return attention(q, k, v, opt); };
+    const Result written = run(fused, in, gout);  // into new buffers
+    const Result first = {written.out, written.gq.clone(), written.gk.clone(), written.gv.clone()};
+    backward(sum(mul(fused(in[0], in[1], in[2]), gout)));  // added: each is now twice the first
+    CHECK(bit_equal(in[0].grad(), add(first.gq, first.gq)));
+    CHECK(bit_equal(in[1].grad(), add(first.gk, first.gk)));
+    CHECK(bit_equal(in[2].grad(), add(first.gv, first.gv)));
+    // Self-attention on one tensor: its one gradient takes all three parts.
+    const V self = {in[0], in[0], in[0]};
+    const Result fused_self = run(fused, self, gout);
+    const Result naive_self =
+        run([&](auto& q, auto& k, auto& v) { return attention_naive(q, k, v, opt); }, self, gout);
+    CHECK(scaled_err(fused_self.gq, naive_self.gq) < 1e-5);  // as fused against naive above
+  }
+}
+
+// The reference of row_dots: products rounded (through memory, so never fused), then added in
+// order over the first D / 8 * 8 columns; fused multiply-adds over the rest.
+float reference_row_dot(const float* a, const float* b, int64_t D) {
+  float dot = 0.f;
+  const int64_t rounded = D / 8 * 8;
+  for (int64_t d = 0; d < rounded; ++d) {
+    volatile float product = a[d] * b[d];
+    dot = dot + product;
+  }
+  for (int64_t d = rounded; d < D; ++d) dot = std::fma(a[d], b[d], dot);
+  return dot;
+}
+
+TEST_CASE("row_dots: the attention backward's D_i, in its fixed order, at every width") {
+  for (int64_t D = 1; D <= 130; ++D)
+    for (int64_t n : {1, 15, 16, 17, 40}) {
+      INFO("D " << D << " rows " << n);
+      const int64_t lda = D + 3, ldb = 2 * D + 1;  // rows apart, as a head's rows are
+      const Tensor a = gradcheck::uniform({n, lda}, uint64_t(D * 100 + n)),
+                   b = gradcheck::uniform({n, ldb}, uint64_t(D * 100 + n + 7));
+      std::vector<float> got(static_cast<size_t>(n));
+      tile_kernels::row_dots(n, D, a.data(), lda, b.data(), ldb, got.data());
+      int64_t exact = 0, close = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float *ar = a.data() + i * lda, *br = b.data() + i * ldb;
+        double want = 0, scale = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          want += double(ar[d]) * br[d];
+          scale += std::fabs(double(ar[d]) * br[d]);
+        }
+        // D float roundings of terms at most `scale` in size: D ulps of scale bound the error.
+        close += std::fabs(got[size_t(i)] - want) <= double(D) * 1.2e-7 * scale;
+        const float ref = reference_row_dot(ar, br, D);
+        exact += std::memcmp(&got[size_t(i)], &ref, sizeof ref) == 0;
+      }
+      CHECK(close == n);
+#ifdef __AVX512F__
+      CHECK(exact == n);  // the vector path keeps the order and rounding of the reference
+#endif
+    }
 }
 
 TEST_CASE("rope: rotation keeps norms, q.k depends only on the offset difference") {
