@@ -162,8 +162,12 @@ Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d,
   return out;
 }
 
-// d residual += g, as add's backward.
-void residual_backward(const float* g, const LinearDims& d, const Tensor& residual) {
+// d residual += g, as add's backward: a residual without a gradient yet takes g's buffer
+// (view_backward), unless it is also the input x, whose gradient the GEMMs add to while
+// reading g.
+void residual_backward(const float* g, const LinearDims& d, const Tensor& residual, const Tensor& x,
+                       const std::weak_ptr<TensorImpl>& out) {
+  if (!residual.same(x)) return view_backward(residual, Tensor(out.lock()));
   bool fresh;
   if (float* gr = grad_for_write(residual, &fresh))
     set_or_add_grad(gr, fresh, d.rows * d.outf, [g](int64_t i) { return g[i]; });
@@ -254,8 +258,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor
   check_residual("linear", x, d, residual);
   Tensor out = linear_forward(x.data(), x.shape(), d, w, bias, residual);
   if (!needs_grad({x, w, bias, residual})) return out;
-  record("linear", out, {x, w}, [x, w, bias, residual, d](const float* g) {
-    residual_backward(g, d, residual);
+  // The closure holds out weakly: the tape's node owns it.
+  record("linear", out, {x, w}, [x, w, bias, residual, d, o = std::weak_ptr<TensorImpl>(out.ptr())](const float* g) {
+    residual_backward(g, d, residual, x, o);
     bool fresh;
     float* gx = grad_for_write(x, &fresh);
     linear_backward(g, x.data(), d, w, bias, gx, fresh);
@@ -268,8 +273,8 @@ Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias, const T
   check_residual("gelu_linear", h, d, residual);
   Tensor out = linear_forward(gelu_values(h).data(), h.shape(), d, w, bias, residual);
   if (!needs_grad({h, w, bias, residual})) return out;
-  record("gelu_linear", out, {h, w}, [h, w, bias, residual, d](const float* g) {
-    residual_backward(g, d, residual);
+  record("gelu_linear", out, {h, w}, [h, w, bias, residual, d, o = std::weak_ptr<TensorImpl>(out.ptr())](const float* g) {
+    residual_backward(g, d, residual, h, o);
     gelu_linear_backward(g, h, d, w, bias);
   });
   return out;

@@ -2,6 +2,9 @@
 // log_softmax; plus embedding, dropout and the causal depthwise conv1d (and its decoding step).
 // Rows are independent, so forward and backward parallelise over rows.
 #include <omp.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -46,6 +49,25 @@ double row_sum(int64_t D, F f) {
   for (int u = 0; u < 8; ++u) s += part[u];
   for (; j < D; ++j) s += f(j);
   return s;
+}
+
+// The norms' forward takes rows in blocks: the statistics of a block's rows first, then their
+// 1 / sqrt(mean + eps) together, then the rows' outputs. Row by row, each row waited on its own
+// square root and division.
+constexpr int64_t kNormRows = 16;
+
+// rstd[i] = float(1 / sqrt(sums[i] / D + eps)) for n <= kNormRows rows, on vectors of eight
+// doubles: square roots and divisions are correctly rounded, so each lane has the scalar bits.
+inline void inverse_stds(int64_t n, const double* sums, int64_t D, float eps, float* rstd) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  for (; i + 8 <= n; i += 8) {
+    const __m512d var = _mm512_add_pd(_mm512_div_pd(_mm512_loadu_pd(sums + i), _mm512_set1_pd(double(D))),
+                                      _mm512_set1_pd(double(eps)));
+    _mm256_storeu_ps(rstd + i, _mm512_maskz_cvtpd_ps(0xff, _mm512_div_pd(_mm512_set1_pd(1.0), _mm512_maskz_sqrt_pd(0xff, var))));
+  }
+#endif
+  for (; i < n; ++i) rstd[i] = float(1.0 / std::sqrt(sums[i] / double(D) + eps));
 }
 
 // Column sums of a norm's weight (and bias) gradients, the columns split across threads when
@@ -152,16 +174,25 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
               *b = bias.defined() ? bias.data() : nullptr;
   float *po = out.data(), *st = stats.data();
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * D;
-    const double m = row_sum(D, [xr](int64_t j) { return double(xr[j]); }) / double(D);
-    const double v = row_sum(D, [xr, m](int64_t j) { return (xr[j] - m) * (xr[j] - m); });
-    const float mean = float(m), rstd = float(1.0 / std::sqrt(v / double(D) + eps));
-    st[2 * r] = mean;
-    st[2 * r + 1] = rstd;
-    for (int64_t j = 0; j < D; ++j) {
-      float n = (xr[j] - mean) * rstd;
-      po[r * D + j] = n * (w ? w[j] : 1.f) + (b ? b[j] : 0.f);
+  for (int64_t r0 = 0; r0 < rows; r0 += kNormRows) {
+    const int64_t n = std::min(kNormRows, rows - r0);
+    double squares[kNormRows];
+    float rstds[kNormRows];
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xr = px + (r0 + i) * D;
+      const double m = row_sum(D, [xr](int64_t j) { return double(xr[j]); }) / double(D);
+      squares[i] = row_sum(D, [xr, m](int64_t j) { return (xr[j] - m) * (xr[j] - m); });
+      st[2 * (r0 + i)] = float(m);
+    }
+    inverse_stds(n, squares, D, eps, rstds);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = r0 + i;
+      const float *xr = px + r * D, mean = st[2 * r], rstd = rstds[i];
+      st[2 * r + 1] = rstd;
+      for (int64_t j = 0; j < D; ++j) {
+        float y = (xr[j] - mean) * rstd;
+        po[r * D + j] = y * (w ? w[j] : 1.f) + (b ? b[j] : 0.f);
+      }
     }
   }
   if (!needs_grad({x, weight, bias})) return out;
@@ -204,12 +235,19 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
   const float *px = x.data(), *w = weight.defined() ? weight.data() : nullptr;
   float *po = out.data(), *rs = rstd_t.data();
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * D;
-    const double ss = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
-    const float rstd = float(1.0 / std::sqrt(ss / double(D) + eps));
-    rs[r] = rstd;
-    for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
+  for (int64_t r0 = 0; r0 < rows; r0 += kNormRows) {  // in blocks, as layer_norm
+    const int64_t n = std::min(kNormRows, rows - r0);
+    double squares[kNormRows];
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xr = px + (r0 + i) * D;
+      squares[i] = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
+    }
+    inverse_stds(n, squares, D, eps, rs + r0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = r0 + i;
+      const float *xr = px + r * D, rstd = rs[r];
+      for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
+    }
   }
   if (!needs_grad({x, weight})) return out;
   record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {

@@ -183,6 +183,26 @@ TEST_CASE("gradcheck: linear and gelu_linear with a residual, and the bits of ad
       CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
     }
   }
+  // The input as its own residual (square weight): its gradient takes both parts, and the
+  // residual's part must not take the buffer the GEMMs read d out from.
+  Tensor ws = param({48, 48}, 41), gs = param({64, 40, 48}, 42);
+  for (const bool gelu : {false, true}) {
+    CAPTURE(gelu);
+    auto grads = [&](bool fused) {
+      for (Tensor* t : {&xb, &ws, &bb}) t->impl()->grad.reset();
+      const Tensor x2 = mul(xb, xb);  // an intermediate: one without a gradient yet
+      const Tensor bs = Tensor();
+      Tensor out = gelu ? (fused ? gelu_linear(x2, ws, bs, x2) : add(x2, gelu_linear(x2, ws, bs)))
+                        : (fused ? linear(x2, ws, bs, x2) : add(x2, linear(x2, ws, bs)));
+      backward(sum(mul(out, gs)));
+      return std::vector<Tensor>{out, xb.grad(), ws.grad()};
+    };
+    const std::vector<Tensor> fused = grads(true), composed = grads(false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      REQUIRE(fused[i].numel() == composed[i].numel());
+      CHECK(std::memcmp(fused[i].data(), composed[i].data(), sizeof(float) * size_t(fused[i].numel())) == 0);
+    }
+  }
   CHECK_THROWS_WITH_AS(linear(x, w, b, param({2, 3, 4}, 40)),
                        "linear: residual [2, 3, 4] must have the output's shape [2, 3, 5]", Error);
 }
