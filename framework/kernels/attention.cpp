@@ -167,7 +167,7 @@ void tile_key_sums(bool full, int64_t n, int64_t n_dim, const float* a, const fl
                 c + r0 * n_dim, n_dim, true);
 }
 
-// Forward of one query tile [i0, i0 + n) of head bh. kt: K^T [Dp][Tkp]; vp: V [Tkp][Dp].
+// Forward of one query tile [i0, i0 + n) of head bh. kt: K^T [Dp][ldt]; vp: V [Tkp][Dp].
 void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const float* q,
                   const float* kt, const float* vp, float* out, float* lse, float* scratch) {
   const int64_t Dp = g.Dp;
@@ -181,7 +181,7 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     auto cols = [&](int64_t r0) { return visible_cols(g, g.shift + i0 + std::min(n, r0 + 16) - 1, j0); };
     const bool full = cols(0) == kTile;  // then every group sees the whole tile
-    tile_scores(full, n, Dp, qt, Dp, kt + j0, g.Tkp, s, cols);  // S = Q K^T
+    tile_scores(full, n, Dp, qt, Dp, kt + j0, g.ldt(), s, cols);  // S = Q K^T
     // Online softmax, by groups of 16 rows (the row max and sum fold 16 rows at once). A row
     // that sees no key of this tile keeps m (alpha = 1) and gets p = 0; with a window, a row may
     // see none of the first tiles either: m stays -inf, and exponents are taken against 0
@@ -220,15 +220,15 @@ void forward_tile(const Geometry& g, int64_t bh, int64_t i0, int64_t n, const fl
   }
 }
 
-// A head's K^T [Dp][Tkp] packed into dst, and its V [Tkp][Dp], packed after it or in place.
+// A head's K^T [Dp][ldt] packed into dst, and its V [Tkp][Dp], packed after it or in place.
 const float* pack_keys(const Geometry& g, const float* k, const float* v, int64_t bh, float* dst) {
-  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, dst);
-  return packed_rows(g, v + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, dst + g.Tkp * g.Dp);
+  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.ldt(), dst);
+  return packed_rows(g, v + g.at(g.Tk, bh, 0), g.Tk, g.Tkp, dst + g.ldt() * g.Dp);
 }
 
 void forward(const Geometry& g, const float* q, const float* k, const float* v, float* out,
              float* lse) {
-  const int64_t BH = g.B * g.H, head = g.Tkp * g.Dp;
+  const int64_t BH = g.B * g.H, head = (g.ldt() + g.Tkp) * g.Dp;  // K^T and V
   const int64_t q_tiles = (g.Tq + kTile - 1) / kTile;
   const int64_t tile_floats = 2 * kTile * g.Dp + kTile * kTile + 2 * kTile;
   const int64_t threads = omp_get_max_threads();
@@ -236,24 +236,24 @@ void forward(const Geometry& g, const float* q, const float* k, const float* v, 
   // used while it is in cache. With few heads, a task is one query tile, so that long heads
   // still spread over the threads.
   if (BH >= 4 * threads) {
-    Tensor scratch = Tensor::empty(Shape{threads, 2 * head + tile_floats});
+    Tensor scratch = Tensor::empty(Shape{threads, head + tile_floats});
 #pragma omp parallel
     {
-      float* mine = scratch.data() + omp_get_thread_num() * (2 * head + tile_floats);
+      float* mine = scratch.data() + omp_get_thread_num() * (head + tile_floats);
 #pragma omp for schedule(dynamic)
       for (int64_t bh = 0; bh < BH; ++bh) {
         const float* vp = pack_keys(g, k, v, bh, mine);
         for (int64_t i0 = (q_tiles - 1) * kTile; i0 >= 0; i0 -= kTile)  // costliest first
-          forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, mine, vp, out, lse, mine + 2 * head);
+          forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, mine, vp, out, lse, mine + head);
       }
     }
     return;
   }
-  Tensor packed = Tensor::empty(Shape{BH, 2, head});
+  Tensor packed = Tensor::empty(Shape{BH, head});
   float* pk = packed.data();
   std::vector<const float*> vp(size_t(BH), nullptr);
 #pragma omp parallel for schedule(static)
-  for (int64_t bh = 0; bh < BH; ++bh) vp[size_t(bh)] = pack_keys(g, k, v, bh, pk + 2 * bh * head);
+  for (int64_t bh = 0; bh < BH; ++bh) vp[size_t(bh)] = pack_keys(g, k, v, bh, pk + bh * head);
   Tensor scratch = Tensor::empty(Shape{threads, tile_floats});
 #pragma omp parallel
   {
@@ -262,7 +262,7 @@ void forward(const Geometry& g, const float* q, const float* k, const float* v, 
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < BH * q_tiles; ++task) {
       const int64_t bh = task % BH, i0 = (q_tiles - 1 - task / BH) * kTile;
-      forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, pk + 2 * bh * head, vp[size_t(bh)],
+      forward_tile(g, bh, i0, std::min(kTile, g.Tq - i0), q, pk + bh * head, vp[size_t(bh)],
                    out, lse, mine);
     }
   }
@@ -271,19 +271,19 @@ void forward(const Geometry& g, const float* q, const float* k, const float* v, 
 // Per-thread scratch of the backward pass of one head.
 struct BackwardScratch {
   float *qp, *dop, *dq;  // Q, dO [Tq][Dp]; the dQ accumulator
-  float *kt, *vt, *kp;   // K^T, V^T [Dp][Tkp]; K [Tkp][Dp]
+  float *kt, *vt, *kp;   // K^T, V^T [Dp][ldt]; K [Tkp][Dp]
   float *dk, *dv;        // dK, dV of the current key tile [kTile][Dp]
   float *p, *ds;         // P and dP -> dS of the current tile [kTile][kTile]
   float* delta;          // D = rowsum(dO * O) [Tq]
 
   static int64_t floats(const Geometry& g) {
-    return 3 * g.Tq * g.Dp + 3 * g.Tkp * g.Dp + 2 * g.Dp * kTile + 2 * kTile * kTile + g.Tq;
+    return 3 * g.Tq * g.Dp + (2 * g.ldt() + g.Tkp) * g.Dp + 2 * g.Dp * kTile + 2 * kTile * kTile + g.Tq;
   }
   BackwardScratch(const Geometry& g, float* base) {
     float* x = base;
     auto take = [&x](int64_t n) { float* r = x; x += n; return r; };
     qp = take(g.Tq * g.Dp), dop = take(g.Tq * g.Dp), dq = take(g.Tq * g.Dp);
-    kt = take(g.Tkp * g.Dp), vt = take(g.Tkp * g.Dp), kp = take(g.Tkp * g.Dp);
+    kt = take(g.ldt() * g.Dp), vt = take(g.ldt() * g.Dp), kp = take(g.Tkp * g.Dp);
     dk = take(kTile * g.Dp), dv = take(kTile * g.Dp);
     p = take(kTile * kTile), ds = take(kTile * kTile);
     delta = take(g.Tq);
@@ -319,8 +319,8 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
   const int64_t Dp = g.Dp, Tkp = g.Tkp;
   const float* qp = packed_rows(g, q + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.qp);
   const float* dop = packed_rows(g, gout + g.at(g.Tq, bh, 0), g.Tq, g.Tq, w.dop);
-  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kt);
-  pack_columns(g, v + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.vt);
+  pack_columns(g, k + g.at(g.Tk, bh, 0), g.Tk, g.ldt(), w.kt);
+  pack_columns(g, v + g.at(g.Tk, bh, 0), g.Tk, g.ldt(), w.vt);
   const float* kp = packed_rows(g, k + g.at(g.Tk, bh, 0), g.Tk, Tkp, w.kp);
   std::fill(w.dq, w.dq + g.Tq * Dp, 0.f);
   tile_kernels::row_dots(g.Tq, g.Dh, dop, Dp, out + g.at(g.Tq, bh, 0), g.stride(), w.delta);
@@ -348,7 +348,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
             tile_gemm(16, Dp, n - r, a + r * kTile + c0, 1, kTile, b + r * Dp, Dp, c + c0 * Dp, Dp, true);
         }
       };
-      tile_scores(full, n, Dp, qp + i0 * Dp, Dp, w.kt + j0, Tkp, p, cols);
+      tile_scores(full, n, Dp, qp + i0 * Dp, Dp, w.kt + j0, g.ldt(), p, cols);
       for (int64_t r = 0; r < n; ++r) {  // P = 2^(S - lse), both in base 2
         float* pr = p + r * kTile;
         score_row(g, pr, g.shift + i0 + r, j0, slope);
@@ -358,7 +358,7 @@ void backward_head(const Geometry& g, int64_t bh, const float* q, const float* k
       }
       if (gv.data) by_keys(p, dop + i0 * Dp, w.dv);  // dV += P^T dO
       if (!gq.data && !gk.data) continue;
-      tile_scores(full, n, Dp, dop + i0 * Dp, Dp, w.vt + j0, Tkp, ds, cols);  // dP = dO V^T
+      tile_scores(full, n, Dp, dop + i0 * Dp, Dp, w.vt + j0, g.ldt(), ds, cols);  // dP = dO V^T
       for (int64_t r = 0; r < n; ++r) {  // dS = P * (dP - D), with the scale folded in
         const float delta = w.delta[i0 + r];
         float *dsr = ds + r * kTile, *pr = p + r * kTile;

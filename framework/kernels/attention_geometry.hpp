@@ -29,6 +29,10 @@ struct Geometry {
   static constexpr float kLog2e = 1.44269504088896341f;
 
   int64_t stride() const { return H * Dh; }
+  // Row length of the transposed packs (K^T, V^T [Dp][ldt]): Tkp and 16 more, so that their rows
+  // are not a multiple of 4 kB apart (at T 1024 they were: every row of a tile's product fell
+  // in one set of L1).
+  int64_t ldt() const { return Tkp + 16; }
   // The first key the query at position pos sees.
   int64_t key_begin(int64_t pos) const { return window ? std::max<int64_t>(0, pos - window + 1) : 0; }
   // Keys the queries [0, i_end) can see: [0, key_end(i_end)).
