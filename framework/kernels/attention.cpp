@@ -68,9 +68,10 @@ void pack_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, flo
 }
 
 // Those rows laid out as pack_rows lays them: in place when the head's rows already are (one
-// head, Dh a multiple of 16, no padding rows), else packed into dst.
+// head, Dh a multiple of 16, no padding rows), else packed into dst. (H Dh = Dp is not enough:
+// with two heads of 8, the columns past Dh would hold the other head's.)
 const float* packed_rows(const Geometry& g, const float* src, int64_t n, int64_t rows, float* dst) {
-  if (g.stride() == g.Dp && n == rows) return src;
+  if (g.H == 1 && g.Dh == g.Dp && n == rows) return src;
   pack_rows(g, src, n, rows, dst);
   return dst;
 }

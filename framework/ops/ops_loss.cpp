@@ -1,7 +1,10 @@
 // Cross-entropy over masked positions, fused with its log-softmax: one pass computes the
 // per-row log-sum-exp, backward writes (softmax - onehot) / count without a [N, V] temporary.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
@@ -61,17 +64,25 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
     bool fresh;
     float* gx = grad_for_write(logits, &fresh);
     const float scale = g[0] / float(count);
-#pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
-    for (int64_t r = 0; r < rows; ++r) {
-      const int32_t t = targets.data()[r];
-      float* gr = gx + r * V;
-      if (t == kIgnoreIndex) {
-        if (fresh) std::fill(gr, gr + V, 0.f);
-        continue;
+    const int32_t* tg = targets.data();
+#pragma omp parallel if (logits.numel() > (1 << 14))
+    {
+      const int64_t n = omp_get_num_threads(), k = omp_get_thread_num();
+      const int64_t end = rows * (k + 1) / n;  // contiguous rows per thread
+      for (int64_t r = rows * k / n; r < end;) {
+        if (tg[r] == kIgnoreIndex) {  // a run of unscored rows: zeros in one fill (a long fill
+          int64_t last = r + 1;       // writes whole cache lines without reading them first)
+          while (last < end && tg[last] == kIgnoreIndex) ++last;
+          if (fresh) std::memset(gx + r * V, 0, sizeof(float) * size_t((last - r) * V));
+          r = last;
+          continue;
+        }
+        const float *xr = px + r * V, l = pl[r];
+        float* gr = gx + r * V;
+        for (int64_t j = 0; j < V; ++j) gr[j] = (fresh ? 0.f : gr[j]) + scale * std::exp(xr[j] - l);
+        gr[tg[r]] -= scale;
+        ++r;
       }
-      const float *xr = px + r * V, l = pl[r];
-      for (int64_t j = 0; j < V; ++j) gr[j] = (fresh ? 0.f : gr[j]) + scale * std::exp(xr[j] - l);
-      gr[t] -= scale;
     }
   });
   return out;

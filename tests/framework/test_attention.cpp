@@ -373,6 +373,33 @@ TEST_CASE("attention: the fused kernel's extra memory is O(T), the naive one's O
   CHECK(fused_4k < 5 * fused_1k);
 }
 
+TEST_CASE("attention: reads no column past its head's Dh, nor past the tensors' end") {
+  // q, k, v and d out end where NaNs begin (views of longer buffers); with two heads of 8 the
+  // rows are 16 floats apart, Dh's padded width, so a kernel reading rows in place would take
+  // the other head's columns and, on the last row, the NaNs.
+  for (const Case& c : {Case{3, 40, 40, 2, 8, true, false}, Case{2, 64, 64, 4, 4, true, true}}) {
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    auto ending_in_nan = [&](int64_t T, uint64_t seed) {
+      const Tensor body = gradcheck::uniform({c.B, T, c.H, c.Dh}, seed, -2, 2);
+      Tensor buffer = Tensor::empty(Shape{c.B + 1, T, c.H, c.Dh});
+      std::copy_n(body.data(), body.numel(), buffer.data());
+      std::fill(buffer.data() + body.numel(), buffer.data() + buffer.numel(), NAN);
+      return buffer.narrow0(0, c.B);
+    };
+    V in = {ending_in_nan(c.Tq, 90), ending_in_nan(c.Tk, 91), ending_in_nan(c.Tk, 92)};
+    for (Tensor& t : in) t.requires_grad_();
+    const Tensor gout = ending_in_nan(c.Tq, 93);
+    const Result fused = run([&](auto& q, auto& k, auto& v) { return attention(q, k, v, opt); }, in, gout);
+    const Result naive = run([&](auto& q, auto& k, auto& v) { return attention_naive(q, k, v, opt); }, in, gout);
+    for (const Tensor* t : {&fused.out, &fused.gq, &fused.gk, &fused.gv}) CHECK(t->all_finite());
+    CHECK(scaled_err(fused.out, naive.out) < 1e-5);  // as fused against naive above
+    CHECK(scaled_err(fused.gq, naive.gq) < 1e-5);
+    CHECK(scaled_err(fused.gk, naive.gk) < 1e-5);
+    CHECK(scaled_err(fused.gv, naive.gv) < 1e-5);
+  }
+}
+
 TEST_CASE("attention: new gradients written, existing ones added to; q = k = v") {
   for (const Case& c : {Case{9, 64, 64, 1, 64, true, false}, Case{2, 37, 37, 3, 24, true, true}}) {
     INFO(describe(c));

@@ -2,6 +2,7 @@
 // (tests/gradcheck.hpp explains the method and the default tolerances). At exit a table of the
 // largest errors per case is printed for the documentation.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -361,6 +362,56 @@ TEST_CASE("gradcheck: cross_entropy with ignored targets") {
       expect_grads("cross_entropy", {param({2, 5, 7}, 3, -3, 3)},
                    [targets](const V& in) { return cross_entropy(in[0], targets); }, opt);
   CHECK(r.inputs[0].elements == 70);
+}
+
+TEST_CASE("cross_entropy: runs of unscored rows across the threads' rows; 1 and 2 threads") {
+  // 301 rows of 97 logits (threaded), scored in short stretches between runs of unscored rows,
+  // the first and last rows unscored. Unscored rows get exact zeros; scored rows get
+  // (softmax - onehot) / count; the bits do not depend on the thread count; a second backward adds.
+  const int64_t rows = 301, V = 97;
+  std::vector<int32_t> t(static_cast<size_t>(rows));
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool scored = r > 0 && r < rows - 1 && (r / 7) % 3 == 0;
+    t[size_t(r)] = scored ? int32_t((r * 13) % V) : kIgnoreIndex;
+    count += scored;
+  }
+  const IntTensor targets(Shape{rows}, t);
+  Tensor x = param({rows, V}, 5, -3, 3);
+  auto grad = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    x.impl()->grad.reset();
+    {  // freed memory of the gradient's size, dirty: a new gradient buffer may reuse it
+      Tensor dirty = Tensor::empty(Shape{rows, V});
+      std::fill(dirty.data(), dirty.data() + dirty.numel(), NAN);
+    }
+    backward(cross_entropy(x, targets));
+    omp_set_num_threads(before);
+    return x.grad().clone();
+  };
+  const Tensor one = grad(1), two = grad(2);
+  CHECK(std::memcmp(one.data(), two.data(), sizeof(float) * size_t(one.numel())) == 0);
+  int64_t wrong = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * V;
+    double z = 0;
+    for (int64_t j = 0; j < V; ++j) z += std::exp(double(xr[j]));
+    for (int64_t j = 0; j < V; ++j) {
+      const float got = one.data()[r * V + j];
+      if (t[size_t(r)] == kIgnoreIndex) {
+        wrong += got != 0.f;
+        continue;
+      }
+      const double want = (std::exp(double(xr[j])) / z - (j == t[size_t(r)])) / double(count);
+      wrong += std::fabs(got - want) > 1e-6 / double(count);  // a float softmax: ~1e-7 relative
+    }
+  }
+  CHECK(wrong == 0);
+  backward(cross_entropy(x, targets));  // into the existing gradient: now twice the first
+  int64_t not_twice = 0;
+  for (int64_t i = 0; i < one.numel(); ++i) not_twice += x.grad().data()[i] != one.data()[i] + one.data()[i];
+  CHECK(not_twice == 0);
 }
 
 TEST_CASE("gradcheck: dropout with a fixed seed") {
