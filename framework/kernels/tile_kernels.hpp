@@ -98,15 +98,6 @@ inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t a
   }
 }
 
-// out[i] = sum over d < D of a[i][d] b[i][d] for n rows (a's lda apart, b's ldb apart), in the
-// order and rounding GCC 12 gives the plain loop `dot += a[d] * b[d]` at -O3 with AVX-512 (the
-// bits of the results made with it): over the first D / 8 * 8 columns, products rounded, then
-// added in order (its 16- and 8-wide vector bodies); over the rest, fused multiply-adds (its
-// scalar tail). That loop is one serial chain of adds per row; here 16 rows are the lanes of one
-// vector: their products over 16 columns are transposed, then added column by column.
-inline void row_dots(int64_t n, int64_t D, const float* a, int64_t lda, const float* b,
-                     int64_t ldb, float* out);
-
 #ifdef __AVX512F__
 // GCC 12 warns about the undefined pass-through inside its own unpack and shuffle intrinsics.
 #pragma GCC diagnostic push
@@ -142,6 +133,12 @@ inline void transpose16(const float* src, int64_t ld_src, float* dst, int64_t ld
 #pragma GCC diagnostic pop
 #endif
 
+// out[i] = sum over d < D of a[i][d] b[i][d] for n rows (a's lda apart, b's ldb apart), in the
+// order and rounding GCC 12 gives the plain loop `dot += a[d] * b[d]` at -O3 with AVX-512 (the
+// bits of the results made with it): over the first D / 8 * 8 columns, products rounded, then
+// added in order (its 16- and 8-wide vector bodies); over the rest, fused multiply-adds (its
+// scalar tail). That loop is one serial chain of adds per row; here 16 rows are the lanes of one
+// vector: their products over 16 columns are transposed, then added column by column.
 inline void row_dots(int64_t n, int64_t D, const float* a, int64_t lda, const float* b,
                      int64_t ldb, float* out) {
 #ifdef __AVX512F__
@@ -152,7 +149,8 @@ inline void row_dots(int64_t n, int64_t D, const float* a, int64_t lda, const fl
     for (int64_t d0 = 0; d0 < rounded; d0 += 16) {
       const int64_t cols = std::min<int64_t>(16, rounded - d0);
       const __mmask16 valid = __mmask16((1u << cols) - 1);
-      alignas(64) float products[16][16] = {}, columns[16][16];
+      alignas(64) float products[16][16], columns[16][16];
+      for (int64_t r = rows; r < 16; ++r) _mm512_store_ps(products[r], _mm512_setzero_ps());
       for (int64_t r = 0; r < rows; ++r) {
         const __m512 x = _mm512_maskz_loadu_ps(valid, a + (i0 + r) * lda + d0),
                      y = _mm512_maskz_loadu_ps(valid, b + (i0 + r) * ldb + d0);

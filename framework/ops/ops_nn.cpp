@@ -52,7 +52,7 @@ double row_sum(int64_t D, F f) {
 }
 
 // The norms' forward takes rows in blocks: the statistics of a block's rows first, then their
-// 1 / sqrt(mean + eps) together, then the rows' outputs. Row by row, each row waited on its own
+// 1 / sqrt(var + eps) together, then the rows' outputs. Row by row, each row waited on its own
 // square root and division.
 constexpr int64_t kNormRows = 16;
 
