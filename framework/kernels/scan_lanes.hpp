@@ -19,24 +19,38 @@ using namespace lanes;  // Lanes, LaneInts, kLanes, ld, st, bcast
 // exp2_neg). Cheaper than exp_approx, whose argument reduction it skips; x is clamped to
 // [-127, 127] (2^-127 is exactly 0: a state that has fully decayed). V is float (the step) or
 // Lanes (the scan), with the same operations in the same order.
+// decays_of<K>: out[k] = 2^(dt A2[k]) for K arguments, each operation done for all K before
+// the next, so that K independent chains sit side by side in the instruction stream. Each
+// result has the bits of decay_of (the same operations on it, in the same order).
 constexpr float kLog2e = 1.44269504088896341f;
-template <class V>
-inline V decay_of(V dt, V A2) {
+template <int K, class V>
+inline void decays_of(V dt, const V* A2, V* out) {
   using I = std::conditional_t<std::is_same_v<V, float>, int32_t, LaneInts>;
   const V lo = V{} - 127.f, hi = V{} + 127.f, magic = V{} + 0x1.8p23f;
-  V x = dt * A2;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const V shifted = x + magic;
-  const V n = shifted - magic, f = x - n;
-  const I ni = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(0x1.8p23f);
-  V p = V{} + 1.3276472e-3f;
-  p = p * f + 9.6755410e-3f;
-  p = p * f + 5.5507131e-2f;
-  p = p * f + 2.4022120e-1f;
-  p = p * f + 6.9314694e-1f;
-  p = p * f + 1.0000001f;
-  return p * std::bit_cast<V>((ni + 127) << 23);
+  V x[K], f[K], p[K];
+  I ni[K];
+  for (int k = 0; k < K; ++k) x[k] = dt * A2[k];
+  for (int k = 0; k < K; ++k) x[k] = x[k] < lo ? lo : x[k];
+  for (int k = 0; k < K; ++k) x[k] = x[k] > hi ? hi : x[k];
+  for (int k = 0; k < K; ++k) {
+    const V shifted = x[k] + magic;
+    const V n = shifted - magic;
+    f[k] = x[k] - n;
+    ni[k] = std::bit_cast<I>(shifted) - std::bit_cast<int32_t>(0x1.8p23f);
+  }
+  for (int k = 0; k < K; ++k) p[k] = V{} + 1.3276472e-3f;
+  for (int k = 0; k < K; ++k) p[k] = p[k] * f[k] + 9.6755410e-3f;
+  for (int k = 0; k < K; ++k) p[k] = p[k] * f[k] + 5.5507131e-2f;
+  for (int k = 0; k < K; ++k) p[k] = p[k] * f[k] + 2.4022120e-1f;
+  for (int k = 0; k < K; ++k) p[k] = p[k] * f[k] + 6.9314694e-1f;
+  for (int k = 0; k < K; ++k) p[k] = p[k] * f[k] + 1.0000001f;
+  for (int k = 0; k < K; ++k) out[k] = p[k] * std::bit_cast<V>((ni[k] + 127) << 23);
+}
+template <class V>
+inline V decay_of(V dt, V A2) {
+  V a;
+  decays_of<1>(dt, &A2, &a);
+  return a;
 }
 
 // Lanes [0, lanes) of row src (one time step of [B, T, E]), the rest zero. Written as one

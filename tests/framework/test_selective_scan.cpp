@@ -17,6 +17,7 @@
 #include "tests/compare.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/kernels/scan_lanes.hpp"
 #include "framework/kernels/selective_scan.hpp"
 #include "framework/kernels/ssm_dense.hpp"
 #include "gradcheck.hpp"
@@ -291,6 +292,42 @@ TEST_CASE("the fused scan's gradients add into existing ones, and one tensor giv
   for (size_t i = 0; i < sum_uz.size(); ++i) sum_uz[i] += b.grads[6][i];
   CHECK(a.out == b.out);
   CHECK(max_rel_err(a.grads[0], sum_uz) < 1e-6);  // du + dz against dz added into du: rounding only
+}
+
+TEST_CASE("the scan's decays four at a time have the bits of one at a time, within 2.2e-7 of 2^x") {
+  using namespace tri::scan_lanes;
+  // Arguments dt * A2 from 0 down past the clamp at -127 (and up past +127), in 64 lanes.
+  int checked = 0;
+  for (float dt : {1e-4f, 3e-3f, 0.05f, 0.7f, 5.f, 20.f}) {
+    for (int start = 0; start < 4096; start += 64) {
+      Lanes A2[4], side_by_side[4];
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < kLanes; ++l) {
+          const int i = start + k * kLanes + l;
+          A2[k][l] = i % 97 == 0 ? 3.f * float(i) : -0.07f * float(i) * float(1 + i % 5);
+        }
+      decays_of<4>(bcast(dt), A2, side_by_side);
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < kLanes; ++l) {
+          const float one = decay_of(dt, A2[k][l]), got = side_by_side[k][l];
+          CAPTURE(dt);
+          CAPTURE(A2[k][l]);
+          CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(one));
+          // Against 2^x in double, x clamped to 127 above; from x = -126.5 down, where 2^x
+          // rounds to -127 in the exponent, the decay is exactly 0 (a fully decayed state);
+          // just above, a subnormal result is exact to its absolute rounding, 2^-150.
+          const double x = std::min(double(dt * A2[k][l]), 127.0);
+          if (x < -126.5) {
+            CHECK(got == 0.f);
+          } else {
+            const double want = std::exp2(x);
+            CHECK(std::fabs(double(got) - want) <= 2.2e-7 * want + 0x1p-150);
+          }
+          ++checked;
+        }
+    }
+  }
+  CHECK(checked == 6 * 4096);
 }
 
 TEST_CASE("selective scan rejects mismatched shapes with a message naming them") {
