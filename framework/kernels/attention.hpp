@@ -30,6 +30,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 // (first_row + j) % Tk of k and v. With a gradient it is attention() itself (rows in order only).
 Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
                         int64_t first_row = 0);
+// The same with plain loops only: the reference that attention_decode's vector passes (AVX-512,
+// Dh a multiple of 16) reproduce bit for bit.
+Tensor attention_decode_plain(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionOptions& opt, int64_t first_row = 0);
 
 // Naive reference: materialises the [B, H, Tq, Tk] probabilities (returned through `probs`
 // when given, for visualisation). Differentiable; used to test the fused kernel.

@@ -4,6 +4,9 @@
 // token. Here each query reads its keys and values once, in place, whole rows in order:
 //   pass 1: s_j = log2(e) (scale q.k_j + slope (j - pos)) for the visible keys, and their max;
 //   pass 2: p_j = 2^(s_j - max), l = sum p_j, out = sum p_j v_j / l.
+// Written first as plain loops (the reference, attention_decode_plain); with AVX-512 and heads of
+// a multiple of 16 floats, pass 1 takes 16 keys at a time and the weighted sum keeps its outputs
+// in registers, both with the plain loops' operations in their order (the same bits).
 // A ring buffer (a windowed cache overwriting its oldest row) is read from its oldest row on,
 // wrapping at the end: the same order of positions, the same sums as rows kept in order.
 // Each output element is computed by one thread in a fixed order: the same bits at any thread
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "framework/kernels/attention.hpp"
+#include "framework/kernels/tile_kernels.hpp"
 #include "framework/kernels/vec_math.hpp"
 #include "framework/core/autograd.hpp"
 
@@ -32,25 +36,101 @@ struct RingRows {
   int64_t operator[](int64_t j) const { return first + j < rows ? first + j : first + j - rows; }
 };
 
-// Query (b, i) at position pos against heads [h0, h1), the n keys/values at positions
-// lo .. lo + n - 1, in rows `ring`: rows of the cache are read whole and in order (all of the
-// task's heads per row), so the reads stream through memory once. q, k, v and out point at head
-// h0 of their rows; rows are `stride` floats apart; s is scratch of (h1 - h0) n floats.
-void attend_heads(const float* q, const float* k, const float* v, RingRows ring, int64_t lo, int64_t n,
-                  int64_t stride, int64_t heads, int64_t Dh, float scale2, const float* slope2, int64_t pos,
-                  float* s, float* out) {
-  std::vector<float> m(size_t(heads), -INFINITY), l(size_t(heads), 0.f);
-  for (int64_t j = 0; j < n; ++j) {
+// The score pass as a plain loop: s_j = scale2 (q . k_j) + slope2 (j - pos), max m. `dot` is
+// `omp simd reduction`, which GCC builds as one partial per vector lane (fused multiply-adds
+// over the lane's columns in order, from 0) and then the 16 partials added in lane order onto
+// the initial 0. Keys [j0, j1) of heads [0, heads).
+void scores_plain(const float* q, const float* k, RingRows ring, int64_t j0, int64_t j1, int64_t n,
+                  int64_t stride, int64_t heads, int64_t Dh, float scale2, const float* slope2,
+                  float dist0, float* s, float* m) {
+  for (int64_t j = j0; j < j1; ++j) {
     const float* kj = k + ring[j] * stride;
     for (int64_t h = 0; h < heads; ++h) {
       float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
       for (int64_t d = 0; d < Dh; ++d) dot += q[h * Dh + d] * kj[h * Dh + d];
-      const float x = dot * scale2 + slope2[h] * float(lo + j - pos);
+      const float x = dot * scale2 + slope2[h] * (dist0 + float(j));
       s[h * n + j] = x;
-      m[size_t(h)] = std::max(m[size_t(h)], x);
+      m[h] = std::max(m[h], x);
     }
   }
+}
+
+#ifdef __AVX512F__
+// GCC 12 warns about the undefined pass-through inside its own max and extract intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same scores for 16 keys at a time when Dh is a multiple of 16 (the loop above has no
+// remainder then): each key's 16 lane partials, transposed so that the keys are the lanes, and
+// added partial by partial in lane order onto 0. The same operations in the same order, so the
+// same bits; a key's dot no longer waits on a chain of 16 scalar adds.
+void scores_by16(const float* q, const float* k, RingRows ring, int64_t n, int64_t stride, int64_t heads,
+                 int64_t Dh, float scale2, const float* slope2, float dist0, float* s, float* m) {
+  alignas(64) float part[16][16], cols[16][16];
+  const __m512 scale = _mm512_set1_ps(scale2);
+  for (int64_t h = 0; h < heads; ++h) {
+    const __m512 slope = _mm512_set1_ps(slope2[h]);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j + 16 <= n; j += 16) {
+      for (int r = 0; r < 16; ++r) {
+        const float *kr = k + ring[j + r] * stride + h * Dh, *qh = q + h * Dh;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t d = 0; d < Dh; d += 16)
+          acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + d), _mm512_loadu_ps(kr + d), acc);
+        _mm512_store_ps(part[r], acc);
+      }
+      tile_kernels::transpose16(&part[0][0], 16, &cols[0][0], 16);
+      __m512 dot = _mm512_setzero_ps();
+      for (int l = 0; l < 16; ++l) dot = _mm512_add_ps(dot, _mm512_load_ps(cols[l]));
+      alignas(64) float dist[16];
+      for (int r = 0; r < 16; ++r) dist[r] = dist0 + float(j + r);
+      const __m512 x = _mm512_fmadd_ps(dot, scale, _mm512_mul_ps(slope, _mm512_load_ps(dist)));
+      _mm512_storeu_ps(s + h * n + j, x);
+      mx = _mm512_max_ps(mx, x);
+    }
+    m[h] = std::max(m[h], _mm512_reduce_max_ps(mx));
+  }
+  const int64_t done = n / 16 * 16;  // the last keys, fewer than 16, as the plain loop
+  scores_plain(q, k, ring, done, n, n, stride, heads, Dh, scale2, slope2, dist0, s, m);
+}
+
+// out[c] += sum_j p_j(c) v_j[c] for NV vectors of 16 outputs from column c0 (heads of Dh, a
+// multiple of 16), one fused multiply-add chain per output over the keys in order (the plain
+// loop's), the NV partial outputs in registers through all n keys.
+template <int NV>
+void weighted_sum(const float* v, RingRows ring, int64_t n, int64_t stride, int64_t Dh, const float* s,
+                  int64_t c0, float* out) {
+  __m512 acc[NV];
+  for (int u = 0; u < NV; ++u) acc[u] = _mm512_loadu_ps(out + c0 + 16 * u);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + ring[j] * stride + c0;
+    for (int u = 0; u < NV; ++u) {
+      const __m512 p = _mm512_set1_ps(s[(c0 + 16 * u) / Dh * n + j]);
+      acc[u] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vj + 16 * u), acc[u]);
+    }
+  }
+  for (int u = 0; u < NV; ++u) _mm512_storeu_ps(out + c0 + 16 * u, acc[u]);
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Query (b, i) at position pos against heads [h0, h1), the n keys/values at positions
+// lo .. lo + n - 1, in rows `ring`: rows of the cache are read whole and in order (all of the
+// task's heads per row), so the reads stream through memory once. q, k, v and out point at head
+// h0 of their rows; rows are `stride` floats apart; s is scratch of (h1 - h0) n floats.
+// `plain`: the plain loops only.
+void attend_heads(const float* q, const float* k, const float* v, RingRows ring, int64_t lo, int64_t n,
+                  int64_t stride, int64_t heads, int64_t Dh, float scale2, const float* slope2, int64_t pos,
+                  float* s, float* out, bool plain) {
+  std::vector<float> m(size_t(heads), -INFINITY), l(size_t(heads), 0.f);
+  const float dist0 = float(lo - pos);  // key j's distance: lo + j - pos, exact in float
+  bool by16 = false;
+#ifdef __AVX512F__
+  by16 = !plain && Dh % 16 == 0;
+  if (by16) scores_by16(q, k, ring, n, stride, heads, Dh, scale2, slope2, dist0, s, m.data());
+#endif
+  if (!by16) scores_plain(q, k, ring, 0, n, n, stride, heads, Dh, scale2, slope2, dist0, s, m.data());
   for (int64_t h = 0; h < heads; ++h) {
     float* sh = s + h * n;
     const float mh = m[size_t(h)];
@@ -63,22 +143,28 @@ void attend_heads(const float* q, const float* k, const float* v, RingRows ring,
     l[size_t(h)] = sum;
   }
   std::fill(out, out + heads * Dh, 0.f);
-  for (int64_t j = 0; j < n; ++j) {
-    const float* vj = v + ring[j] * stride;
-    for (int64_t h = 0; h < heads; ++h) {
-      const float p = s[h * n + j];
-#pragma omp simd
-      for (int64_t d = 0; d < Dh; ++d) out[h * Dh + d] += p * vj[h * Dh + d];
-    }
+#ifdef __AVX512F__
+  if (by16) {
+    int64_t c = 0;  // eight vectors of outputs per walk through the values, then what is left
+    for (; c + 128 <= heads * Dh; c += 128) weighted_sum<8>(v, ring, n, stride, Dh, s, c, out);
+    for (; c < heads * Dh; c += 16) weighted_sum<1>(v, ring, n, stride, Dh, s, c, out);
   }
+#endif
+  if (!by16)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* vj = v + ring[j] * stride;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float p = s[h * n + j];
+#pragma omp simd
+        for (int64_t d = 0; d < Dh; ++d) out[h * Dh + d] += p * vj[h * Dh + d];
+      }
+    }
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t d = 0; d < Dh; ++d) out[h * Dh + d] /= l[size_t(h)];
 }
 
-}  // namespace
-
-Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
-                        int64_t first_row) {
+Tensor decode(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
+              int64_t first_row, bool plain) {
   if (first_row != 0) {
     if (first_row < 0 || k.dim() != 4 || first_row >= k.size(1))
       throw Error("attention_decode: first_row " + std::to_string(first_row) + " is not a row of k " + k.shape().str());
@@ -113,10 +199,22 @@ Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const
       s.resize(size_t((h1 - h0) * n));
       const int64_t at_q = (b * Tq + i) * stride + h0 * Dh, at_kv = b * Tk * stride + h0 * Dh;
       attend_heads(pq + at_q, pk + at_kv, pv + at_kv, RingRows{(first_row + lo) % Tk, Tk}, lo, n, stride, h1 - h0,
-                   Dh, scale * kLog2e, slope2.data() + h0, pos, s.data(), po + at_q);
+                   Dh, scale * kLog2e, slope2.data() + h0, pos, s.data(), po + at_q, plain);
     }
   }
   return out;
+}
+
+}  // namespace
+
+Tensor attention_decode(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt,
+                        int64_t first_row) {
+  return decode(q, k, v, opt, first_row, false);
+}
+
+Tensor attention_decode_plain(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const AttentionOptions& opt, int64_t first_row) {
+  return decode(q, k, v, opt, first_row, true);
 }
 
 }  // namespace tri

@@ -321,6 +321,31 @@ TEST_CASE("attention_decode: the naive path's output for few queries; same bits 
   }
 }
 
+TEST_CASE("attention_decode: the vector passes give the plain loops' bits") {
+  // Heads of 16, 32 and 64 take the vector passes (AVX-512): scores 16 keys at a time, the
+  // weighted sum in registers (eight vectors per walk, then one at a time: 4 x 32 and 3 x 64
+  // columns); key counts that are not multiples of 16; ALiBi, a window, a ring, several queries.
+  const std::vector<Case> cases = {{1, 1, 4096, 4, 32, true, false},    {2, 1, 37, 3, 16, true, true},
+                                   {1, 3, 150, 3, 64, true, true, 0.3f}, {2, 1, 300, 4, 32, false, false},
+                                   {1, 1, 1, 2, 16, true, false},        {1, 2, 77, 2, 32, true, true, 0.f, 20},
+                                   {1, 1, 40, 5, 16, true, false},       {1, 1, 33, 1, 24, true, true}};
+  uint64_t seed = 90;
+  for (const Case& c : cases) {
+    INFO(describe(c));
+    const AttentionOptions opt = options(c);
+    const V in = inputs(c, seed += 3);
+    NoGradGuard no_grad;
+    const Tensor plain = attention_decode_plain(in[0], in[1], in[2], opt);
+    CHECK(scaled_err(plain, attention_naive(in[0], in[1], in[2], opt)) < 1e-5);
+    CHECK(bit_equal(attention_decode(in[0], in[1], in[2], opt), plain));
+    if (c.Tk > 2) {
+      const int64_t first = c.Tk / 3;
+      CHECK(bit_equal(attention_decode(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first),
+                      attention_decode_plain(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first)));
+    }
+  }
+}
+
 TEST_CASE("attention: bad shapes and options name the problem") {
   Tensor q = Tensor::zeros({1, 4, 2, 8}), k = Tensor::zeros({1, 6, 2, 8});
   AttentionOptions opt;
