@@ -157,10 +157,20 @@ Tensor MambaMixer::mix(const Tensor& u, MambaState* st, const Tensor& residual) 
   Tensor xz = linear(u, in_proj_w);  // [B, T, 2E]
   Tensor x = slice(xz, -1, 0, E), z = slice(xz, -1, E, 2 * E);
   x = st ? silu(conv_step(x, *st)) : causal_conv1d_silu(x, conv_w, conv_b);
-  return linear(ssm(x, z, st ? &st->h : nullptr), out_proj_w, Tensor(), residual);
+  return linear(ssm(x, z, st), out_proj_w, Tensor(), residual);
 }
 
-Tensor MambaMixer::ssm(const Tensor& x, const Tensor& z, Tensor* h) {
+Tensor MambaMixer::decay_rates(MambaState* st) const {
+  if (!st) return mul_scalar(exp(A_log), -1.f);  // [E, N], negative: a decaying state
+  if (!st->A.defined() || st->A_version != A_log.version()) {
+    st->A = mul_scalar(exp(A_log), -1.f);
+    st->A_version = A_log.version();
+  }
+  return st->A;
+}
+
+Tensor MambaMixer::ssm(const Tensor& x, const Tensor& z, MambaState* st) {
+  Tensor* h = st ? &st->h : nullptr;
   if (kind_ == Ssm::lti_dense) {
     // Bbar_e = Bd_e @ B_e: [E, N, N] x [E, N, 1]; differentiable in B only.
     const Tensor Bbar = reshape(matmul(Bd, reshape(B, Shape{d_inner, d_state, 1})),
@@ -168,7 +178,7 @@ Tensor MambaMixer::ssm(const Tensor& x, const Tensor& z, Tensor* h) {
     const Tensor y = h ? dense_lti_step(x, Ad, Bbar, C, *h) : dense_lti_scan(x, Ad, Bbar, C);
     return (y + x * D) * silu(z);
   }
-  const Tensor A = mul_scalar(exp(A_log), -1.f);  // [E, N], negative: a decaying state
+  const Tensor A = decay_rates(st);
   Tensor delta, Bm, Cm, bias;
   if (kind_ == Ssm::selective) {
     const int64_t R = dt_rank, N = d_state;

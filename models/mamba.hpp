@@ -79,6 +79,8 @@ struct MambaOptions : Options {
 struct MambaState : MixerState {
   Tensor conv;  // [B, K-1, E] the last K-1 conv inputs, oldest first (zeros before t = 0)
   Tensor h;     // [B, E, N] the SSM state
+  Tensor A;     // -exp(A_log) of the parameters at A_version: computed once per decoding, not per token
+  uint64_t A_version = 0;
   int64_t bytes() const override { return int64_t(sizeof(float)) * (conv.numel() + h.numel()); }
 };
 
@@ -111,7 +113,8 @@ class MambaMixer : public Mixer {
   // The whole mixer; `st` null: the parallel forward over [B, T, D], else one step.
   Tensor mix(const Tensor& u, MambaState* st, const Tensor& residual);  // + residual when given
   // The SSM on the conv output x and the gate z, [B, T, E]; `h` non-null: one step.
-  Tensor ssm(const Tensor& x, const Tensor& z, Tensor* h);
+  Tensor ssm(const Tensor& x, const Tensor& z, MambaState* st);
+  Tensor decay_rates(MambaState* st) const;  // A = -exp(A_log), cached in a decoding state
   // The causal conv for one step, sliding the window in `st`.
   Tensor conv_step(const Tensor& x, MambaState& st) const;
 };

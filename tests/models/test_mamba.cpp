@@ -86,6 +86,32 @@ TEST_CASE("Mamba: decoding step by step equals the parallel forward, in every mo
   }
 }
 
+TEST_CASE("Mamba: a decoding state computes A = -exp(A_log) once, and again when A_log changes") {
+  const ModelConfig cfg = mamba_cfg(kModes[0]);
+  Rng rng(11);
+  MambaMixer m(cfg, rng);
+  Tensor A_log;
+  for (Parameter& p : m.parameters())
+    if (p.name == "A_log") A_log = p.tensor;
+  REQUIRE(A_log.defined());
+  const Tensor x = init_normal(Shape{1, 3, cfg.d_model}, rng, 0.f, 1.f);
+  auto state = m.new_state(1);
+  auto& st = dynamic_cast<MambaState&>(*state);
+  auto expected = [&] {
+    NoGradGuard no_grad;
+    return mul_scalar(exp(A_log), -1.f);
+  };
+  m.step(slice(x, 1, 0, 1), st);
+  const auto* first = st.A.impl();
+  CHECK(bit_equal(st.A, expected()));
+  m.step(slice(x, 1, 1, 2), st);
+  CHECK(st.A.impl() == first);  // reused, not recomputed
+  for (int64_t i = 0; i < A_log.numel(); ++i) A_log.data()[i] += 0.25f;  // an in-place update
+  A_log.bump_version();
+  m.step(slice(x, 1, 2, 3), st);
+  CHECK(bit_equal(st.A, expected()));  // follows the new parameters
+}
+
 TEST_CASE("Mamba: causal, in outputs and in gradients") {
   const int64_t T = 16, t0 = 9;
   for (const Mode& mode : kModes) {
