@@ -290,12 +290,17 @@ TEST_CASE("attention: probabilities of the naive path; same bits at 1 and 2 thre
   }
 }
 
-TEST_CASE("attention_decode: the naive path's output for few queries; same bits at 1 and 2 threads") {
+TEST_CASE("attention_decode: the naive path's output for few queries; the plain loops' bits; same bits at 1 and 2 threads") {
+  // Heads of 16, 32 and 64 take the vector passes (AVX-512: scores 16 keys at a time, the
+  // weighted sum in registers, eight vectors per walk and then one at a time), which must give
+  // attention_decode_plain's bits; key counts off multiples of 16, ALiBi, windows, rings.
   const std::vector<Case> cases = {{2, 1, 37, 3, 24, true, true},   {2, 1, 37, 3, 24, false, false},
                                    {1, 3, 150, 2, 16, true, false}, {1, 2, 150, 2, 16, false, true},
                                    {1, 1, 1, 4, 8, true, true},     {2, 1, 300, 4, 32, true, false, 0.3f},
                                    {2, 1, 37, 3, 24, true, true, 0.f, 5}, {1, 3, 150, 2, 16, true, false, 0.f, 40},
-                                   {1, 4, 9, 2, 8, true, true, 0.f, 1}};
+                                   {1, 4, 9, 2, 8, true, true, 0.f, 1}, {1, 1, 4096, 4, 32, true, false},
+                                   {1, 3, 150, 3, 64, true, true, 0.3f}, {1, 2, 77, 2, 32, true, true, 0.f, 20},
+                                   {1, 1, 40, 5, 16, true, false}};
   uint64_t seed = 70;
   for (const Case& c : cases) {
     INFO(describe(c));
@@ -311,37 +316,13 @@ TEST_CASE("attention_decode: the naive path's output for few queries; same bits 
     omp_set_num_threads(threads);
     CHECK(scaled_err(one, naive) < 1e-5);  // float rounding of a softmax-weighted sum (as the fused kernel)
     CHECK(bit_equal(one, two));
+    CHECK(bit_equal(one, attention_decode_plain(in[0], in[1], in[2], opt)));
     // The same keys as a ring buffer (a windowed KV cache): position j in row (first + j) % Tk,
     // read from row `first` on, gives the same sums in the same order.
     for (int64_t first : {int64_t(1), c.Tk / 2, c.Tk - 1}) {
       if (first <= 0 || first >= c.Tk) continue;
       INFO("ring from row " << first);
       CHECK(bit_equal(attention_decode(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first), one));
-    }
-  }
-}
-
-TEST_CASE("attention_decode: the vector passes give the plain loops' bits") {
-  // Heads of 16, 32 and 64 take the vector passes (AVX-512): scores 16 keys at a time, the
-  // weighted sum in registers (eight vectors per walk, then one at a time: 4 x 32 and 3 x 64
-  // columns); key counts that are not multiples of 16; ALiBi, a window, a ring, several queries.
-  const std::vector<Case> cases = {{1, 1, 4096, 4, 32, true, false},    {2, 1, 37, 3, 16, true, true},
-                                   {1, 3, 150, 3, 64, true, true, 0.3f}, {2, 1, 300, 4, 32, false, false},
-                                   {1, 1, 1, 2, 16, true, false},        {1, 2, 77, 2, 32, true, true, 0.f, 20},
-                                   {1, 1, 40, 5, 16, true, false},       {1, 1, 33, 1, 24, true, true}};
-  uint64_t seed = 90;
-  for (const Case& c : cases) {
-    INFO(describe(c));
-    const AttentionOptions opt = options(c);
-    const V in = inputs(c, seed += 3);
-    NoGradGuard no_grad;
-    const Tensor plain = attention_decode_plain(in[0], in[1], in[2], opt);
-    CHECK(scaled_err(plain, attention_naive(in[0], in[1], in[2], opt)) < 1e-5);
-    CHECK(bit_equal(attention_decode(in[0], in[1], in[2], opt), plain));
-    if (c.Tk > 2) {
-      const int64_t first = c.Tk / 3;
-      CHECK(bit_equal(attention_decode(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first),
-                      attention_decode_plain(in[0], as_ring(in[1], first), as_ring(in[2], first), opt, first)));
     }
   }
 }
