@@ -112,7 +112,7 @@ class MambaMixer : public Mixer {
   MambaMixer(const ModelConfig& checked, Rng& rng, bool);  // cfg already checked
   // The whole mixer; `st` null: the parallel forward over [B, T, D], else one step.
   Tensor mix(const Tensor& u, MambaState* st, const Tensor& residual);  // + residual when given
-  // The SSM on the conv output x and the gate z, [B, T, E]; `h` non-null: one step.
+  // The SSM on the conv output x and the gate z, [B, T, E]; `st` non-null: one step.
   Tensor ssm(const Tensor& x, const Tensor& z, MambaState* st);
   Tensor decay_rates(MambaState* st) const;  // A = -exp(A_log), cached in a decoding state
   // The causal conv for one step, sliding the window in `st`.

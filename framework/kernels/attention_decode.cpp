@@ -102,13 +102,15 @@ template <int NV>
 void weighted_sum(const float* v, RingRows ring, int64_t n, int64_t stride, int64_t Dh, const float* s,
                   int64_t c0, float* out) {
   __m512 acc[NV];
-  for (int u = 0; u < NV; ++u) acc[u] = _mm512_loadu_ps(out + c0 + 16 * u);
+  const float* p[NV];  // each vector's head's probabilities
+  for (int u = 0; u < NV; ++u) {
+    acc[u] = _mm512_loadu_ps(out + c0 + 16 * u);
+    p[u] = s + (c0 + 16 * u) / Dh * n;
+  }
   for (int64_t j = 0; j < n; ++j) {
     const float* vj = v + ring[j] * stride + c0;
-    for (int u = 0; u < NV; ++u) {
-      const __m512 p = _mm512_set1_ps(s[(c0 + 16 * u) / Dh * n + j]);
-      acc[u] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vj + 16 * u), acc[u]);
-    }
+    for (int u = 0; u < NV; ++u)
+      acc[u] = _mm512_fmadd_ps(_mm512_set1_ps(p[u][j]), _mm512_loadu_ps(vj + 16 * u), acc[u]);
   }
   for (int u = 0; u < NV; ++u) _mm512_storeu_ps(out + c0 + 16 * u, acc[u]);
 }

@@ -170,8 +170,8 @@ inline void block_step(int64_t Nrt, const BlockParams& p, const BC& bc, const St
     acc += bc.c(n) * h;
   };
   // The decays of K states at a time, their operations interleaved (decays_of): one state's
-  // decay is a chain of 14 dependent operations, and chain after chain the core ran out of
-  // independent work to overlap (the forward 10% slower).
+  // decay is a chain of 14 dependent operations, and issued chain after chain the forward was
+  // about 10% slower.
   constexpr int K = 4;
   int64_t n = 0;
   for (; n + K <= N; n += K) {

@@ -143,6 +143,8 @@ Tensor selective_scan_step(const Tensor& u, const Tensor& delta, const Tensor& A
       Cn[i] = a.var_C ? a.Cm + b * N : a.Cm + e * N;
       y[i] = (a.D ? a.D[e] : 0.f) * a.u[be];
     }
+    // A whole group with its count fixed, so that y stays in registers (with a run-time count
+    // the step is 15-20% slower); the last, partial group one channel after another.
     if (count == kGroup) {
       for (int64_t n = 0; n < N; ++n)
         for (int64_t i = 0; i < kGroup; ++i) y[i] = std::fma(Cn[i][n], ph[(be0 + i) * N + n], y[i]);
