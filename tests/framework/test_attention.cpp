@@ -316,7 +316,8 @@ TEST_CASE("attention_decode: the naive path's output for few queries; the plain 
     omp_set_num_threads(threads);
     CHECK(scaled_err(one, naive) < 1e-5);  // float rounding of a softmax-weighted sum (as the fused kernel)
     CHECK(bit_equal(one, two));
-    CHECK(bit_equal(one, attention_decode_plain(in[0], in[1], in[2], opt)));
+    // Under the sanitizers, to rounding: 1e-6 is a few float steps of a softmax-weighted mean.
+    CHECK(bit_equal_unless_sanitized(one, attention_decode_plain(in[0], in[1], in[2], opt), 1e-6));
     // The same keys as a ring buffer (a windowed KV cache): position j in row (first + j) % Tk,
     // read from row `first` on, gives the same sums in the same order.
     for (int64_t first : {int64_t(1), c.Tk / 2, c.Tk - 1}) {

@@ -170,7 +170,8 @@ TEST_CASE("stepping the selective scan token by token gives the parallel scan's 
       ys.push_back(selective_scan_step(at(in.u), at(in.delta), in.A, sel ? at(in.Bm) : in.Bm,
                                        sel ? at(in.Cm) : in.Cm, in.D, at(in.z), in.bias, c.softplus, h));
     }
-    CHECK(bit_equal(concat(ys, 1), full));
+    // Under the sanitizers, to rounding: 1e-5 covers 37 steps' state recurrences rounded apart.
+    CHECK(bit_equal_unless_sanitized(concat(ys, 1), full, 1e-5));
   }
 }
 
