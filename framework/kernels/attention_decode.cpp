@@ -60,7 +60,9 @@ void scores_plain(const float* q, const float* k, RingRows ring, int64_t j0, int
 // GCC 12 warns about the undefined pass-through inside its own max and extract intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The same scores for 16 keys at a time when Dh is a multiple of 16 (the loop above has no
 // remainder then): each key's 16 lane partials, transposed so that the keys are the lanes, and
 // added partial by partial in lane order onto 0. The same operations in the same order, so the

@@ -102,7 +102,9 @@ inline void tile_gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t a
 // GCC 12 warns about the undefined pass-through inside its own unpack and shuffle intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block: three rounds of shuffles.
 inline void transpose16(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
   __m512 r[16], t[16];
