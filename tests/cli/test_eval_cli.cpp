@@ -36,8 +36,9 @@ struct Trained {
 // 12, linear attention 11, Mamba 12), so that comparing exact counts compares real decodings.
 // Mamba leaves its loss plateau (1.76) at a step that rounding moves: seed 0 left it at step
 // 400 in the Release build and not before step 800 in the sanitizer build, which then copied 0
-// rows; seed 1 leaves it by step 200 in both, a fifth of the run. The window of 8 reaches each copied token
-// (at most max-len + 1 = 7 back) and is shorter than a row (15): its KV cache's ring wraps.
+// rows; seed 1 leaves it (loss below 1) by step 260 in both, a quarter of the run. The window
+// of 8 reaches each copied token (at most max-len + 1 = 7 back) and is shorter than a row
+// (15): its KV cache's ring wraps.
 const Trained kTrained[] = {
     {"attention", "attention", "--model attention --pos rope --steps 150 --warmup 10 --eval-every 150"},
     {"attention_window", "attention",
