@@ -6,12 +6,36 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include "framework/kernels/lanes.hpp"
 
 namespace tri::scan_lanes {
 
 using namespace lanes;  // Lanes, LaneInts, kLanes, ld, st, bcast
+
+// x < lo ? lo : x and x > hi ? hi : x, for every x (NaN included). On vectors GCC builds each
+// as a compare and a masked move; AVX-512's max(lo, x), which is lo > x ? lo : x, and min(hi, x)
+// give the same result in one instruction (the zero-masked forms with every lane kept: the
+// plain ones pass GCC 12 an undefined vector that it warns about).
+inline float at_least(float x, float lo) { return x < lo ? lo : x; }
+inline float at_most(float x, float hi) { return x > hi ? hi : x; }
+inline Lanes at_least(Lanes x, Lanes lo) {
+#ifdef __AVX512F__
+  return Lanes(_mm512_maskz_max_ps(__mmask16(0xffff), __m512(lo), __m512(x)));
+#else
+  return x < lo ? lo : x;
+#endif
+}
+inline Lanes at_most(Lanes x, Lanes hi) {
+#ifdef __AVX512F__
+  return Lanes(_mm512_maskz_min_ps(__mmask16(0xffff), __m512(hi), __m512(x)));
+#else
+  return x > hi ? hi : x;
+#endif
+}
 
 // The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
 // channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),
@@ -30,8 +54,8 @@ inline void decays_of(V dt, const V* A2, V* out) {
   V x[K], f[K], p[K];
   I ni[K];
   for (int k = 0; k < K; ++k) x[k] = dt * A2[k];
-  for (int k = 0; k < K; ++k) x[k] = x[k] < lo ? lo : x[k];
-  for (int k = 0; k < K; ++k) x[k] = x[k] > hi ? hi : x[k];
+  for (int k = 0; k < K; ++k) x[k] = at_least(x[k], lo);
+  for (int k = 0; k < K; ++k) x[k] = at_most(x[k], hi);
   for (int k = 0; k < K; ++k) {
     const V shifted = x[k] + magic;
     const V n = shifted - magic;

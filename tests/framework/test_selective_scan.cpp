@@ -331,6 +331,18 @@ TEST_CASE("the scan's decays four at a time have the bits of one at a time, with
     }
   }
   CHECK(checked == 6 * 4096);
+  // Past the floats: -inf decays fully (0), +inf clamps to 2^127, NaN stays NaN, in the vector
+  // clamps (AVX-512's max and min) as in the scalar ones.
+  Lanes odd[4], side_by_side[4];
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < kLanes; ++l) odd[k][l] = l % 3 == 0 ? -INFINITY : l % 3 == 1 ? INFINITY : NAN;
+  decays_of<4>(bcast(1.f), odd, side_by_side);
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < kLanes; ++l) {
+      const float got = side_by_side[k][l];
+      CHECK(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(decay_of(1.f, odd[k][l])));
+      CHECK((l % 3 == 0 ? got == 0.f : l % 3 == 1 ? got > 0x1.fffffep126f && std::isfinite(got) : std::isnan(got)));
+    }
 }
 
 TEST_CASE("selective scan rejects mismatched shapes with a message naming them") {
