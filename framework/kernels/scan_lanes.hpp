@@ -16,26 +16,22 @@ namespace tri::scan_lanes {
 
 using namespace lanes;  // Lanes, LaneInts, kLanes, ld, st, bcast
 
-// x < lo ? lo : x and x > hi ? hi : x, for every x (NaN included). On vectors GCC builds each
-// as a compare and a masked move; AVX-512's max(lo, x), which is lo > x ? lo : x, and min(hi, x)
-// give the same result in one instruction (the zero-masked forms with every lane kept: the
-// plain ones pass GCC 12 an undefined vector that it warns about).
-inline float at_least(float x, float lo) { return x < lo ? lo : x; }
-inline float at_most(float x, float hi) { return x > hi ? hi : x; }
-inline Lanes at_least(Lanes x, Lanes lo) {
+// x < lo ? lo : x and x > hi ? hi : x, for every x (NaN included), V float or Lanes. On vectors
+// GCC builds each as a compare and a masked move; AVX-512's max(lo, x), which is lo > x ? lo : x,
+// and min(hi, x) give the same result in one instruction (the zero-masked forms with every lane
+// kept: the plain ones pass GCC 12 an undefined vector that it warns about).
+template <class V>
+inline V at_least(V x, V lo) { return x < lo ? lo : x; }
+template <class V>
+inline V at_most(V x, V hi) { return x > hi ? hi : x; }
 #ifdef __AVX512F__
+inline Lanes at_least(Lanes x, Lanes lo) {
   return Lanes(_mm512_maskz_max_ps(__mmask16(0xffff), __m512(lo), __m512(x)));
-#else
-  return x < lo ? lo : x;
-#endif
 }
 inline Lanes at_most(Lanes x, Lanes hi) {
-#ifdef __AVX512F__
   return Lanes(_mm512_maskz_min_ps(__mmask16(0xffff), __m512(hi), __m512(x)));
-#else
-  return x > hi ? hi : x;
-#endif
 }
+#endif
 
 // The decay exp(dt A) of the recurrence as 2^(dt A2), A2 = A log2(e) computed once per
 // channel: 2^n 2^f with n = round(x) (the 1.5 * 2^23 trick leaves n in the low mantissa bits),
