@@ -412,14 +412,23 @@ void forward_item(const ScanArgs& a, const BlockTables& tab, int64_t b, int64_t 
 }
 
 // grad[i] += sum over k of part[k][i] (k = 0..parts-1 in order), for i in [0, n) with the
-// partial rows of length `stride` (>= n; rows are padded to Epad channels).
+// partial rows of length `stride` (>= n; rows are padded to Epad channels). kLanes sums side by
+// side, each in its order: one element at a time, each sum was a chain of `parts` dependent adds
+// (dA's 64 batch rows at E64 took a tenth of the backward).
 void add_partials(float* grad, const float* part, int64_t parts, int64_t n, int64_t stride) {
   if (!grad) return;
+  const int64_t nblk = (n + kLanes - 1) / kLanes;
 #pragma omp parallel for schedule(static) if (n * parts > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    float s = 0.f;
-    for (int64_t k = 0; k < parts; ++k) s += part[k * stride + i];
-    grad[i] += s;
+  for (int64_t blk = 0; blk < nblk; ++blk) {
+    const int64_t i0 = blk * kLanes;
+    const int width = int(std::min<int64_t>(kLanes, n - i0));
+    float s[kLanes] = {}, row[kLanes];
+    for (int64_t k = 0; k < parts; ++k) {
+      load_lanes(part + k * stride + i0, width, row);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) s[l] += row[l];
+    }
+    add_lanes(s, width, grad + i0, false);
   }
 }
 
