@@ -107,9 +107,15 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
     Shape os = x.shape();
     os.d[a] = w;
     out = Tensor::empty(os);
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.data() + o * w * inner, x.data() + (o * len + start) * inner,
-                  sizeof(float) * size_t(w * inner));
+    // A loop, not memcpy: rows of a few floats (x_proj's dt, B and C parts) cost a call each.
+    const int64_t n = w * inner;
+    const float* src0 = x.data() + start * inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      float* __restrict dst = out.data() + o * n;
+      const float* __restrict src = src0 + o * len * inner;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
+    }
   }
   if (!needs_grad({x})) return out;
   record("slice", out, {}, [x, outer, inner, len, start, w](const float* g) {
