@@ -412,9 +412,9 @@ void forward_item(const ScanArgs& a, const BlockTables& tab, int64_t b, int64_t 
 }
 
 // grad[i] += sum over k of part[k][i] (k = 0..parts-1 in order), for i in [0, n) with the
-// partial rows of length `stride` (>= n; rows are padded to Epad channels). kLanes sums side by
-// side, each in its order: one element at a time, each sum was a chain of `parts` dependent adds
-// (dA's 64 batch rows at E64 took a tenth of the backward).
+// partial rows of length `stride` (>= n; rows are padded to Epad channels). kLanes elements side
+// by side, each summed in its order: each sum is a chain of `parts` dependent adds (dA's 64 batch
+// rows at E64), too slow one element at a time.
 void add_partials(float* grad, const float* part, int64_t parts, int64_t n, int64_t stride) {
   if (!grad) return;
   const int64_t nblk = (n + kLanes - 1) / kLanes;

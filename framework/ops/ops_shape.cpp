@@ -1,6 +1,5 @@
 // Shape ops: reshape and first-axis slices are views; permute, other slices and concat copy.
 #include <algorithm>
-#include <cstring>
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
@@ -21,6 +20,19 @@ int64_t prod(const Shape& s, int from, int to) {
   for (int i = from; i < to; ++i) p *= s.d[i];
   return p;
 }
+// dst row o = src row o (n floats each) for rows o in [0, rows), rows dst_stride and src_stride
+// floats apart: slice's and concat's copies. A loop, not memcpy: rows of a few floats (x_proj's
+// dt, B and C parts) cost a call each.
+void copy_rows(float* __restrict dst, int64_t dst_stride, const float* __restrict src,
+               int64_t src_stride, int64_t rows, int64_t n) {
+  for (int64_t o = 0; o < rows; ++o) {
+    float* __restrict d = dst + o * dst_stride;
+    const float* __restrict r = src + o * src_stride;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) d[j] = r[j];
+  }
+}
+
 }  // namespace
 
 Tensor reshape(const Tensor& x, const Shape& s) {
@@ -107,15 +119,7 @@ Tensor slice(const Tensor& x, int axis, int64_t start, int64_t end) {
     Shape os = x.shape();
     os.d[a] = w;
     out = Tensor::empty(os);
-    // A loop, not memcpy: rows of a few floats (x_proj's dt, B and C parts) cost a call each.
-    const int64_t n = w * inner;
-    const float* src0 = x.data() + start * inner;
-    for (int64_t o = 0; o < outer; ++o) {
-      float* __restrict dst = out.data() + o * n;
-      const float* __restrict src = src0 + o * len * inner;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
-    }
+    copy_rows(out.data(), w * inner, x.data() + start * inner, len * inner, outer, w * inner);
   }
   if (!needs_grad({x})) return out;
   record("slice", out, {}, [x, outer, inner, len, start, w](const float* g) {
@@ -158,9 +162,7 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
   int64_t off = 0;
   for (const Tensor& t : xs) {
     const int64_t w = t.size(a);
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.data() + (o * total + off) * inner, t.data() + o * w * inner,
-                  sizeof(float) * size_t(w * inner));
+    copy_rows(out.data() + off * inner, total * inner, t.data(), w * inner, outer, w * inner);
     offsets.push_back(off);
     off += w;
   }
