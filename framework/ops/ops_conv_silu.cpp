@@ -13,6 +13,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/kernels/lanes.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace tri {
@@ -45,6 +46,62 @@ struct Conv {
     }
   }
 };
+
+// d weight and d bias of the 16 channels from c1, with KC taps, their sums in registers through
+// the rows.
+template <int KC>
+void register_sums(const Conv& cv, const float* gz, int64_t c1, float* gw, float* gb) {
+  using namespace lanes;
+  const int64_t T = cv.T, C = cv.C, rows = cv.B * cv.T;
+  Lanes acc[KC] = {}, sb = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r % T;
+    const Lanes d = ld(gz + r * C + c1);
+    sb += d;
+    for (int64_t k = 0; k < KC; ++k)
+      if (t - KC + 1 + k >= 0) acc[k] += d * ld(cv.x + (r - KC + 1 + k) * C + c1);
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    if (gb) gb[c1 + l] += sb[l];
+    if (gw)
+      for (int64_t k = 0; k < KC; ++k) gw[(c1 + l) * KC + k] += acc[k][l];
+  }
+}
+
+// d weight and d bias of channels [c0, c0 + nc), given d pre-activation gz: each channel's sums
+// over the rows (batch, time) in row order. KC: the number of taps when known at compile time;
+// then the sums of each 16 channels stay in registers (register_sums: the same operations in the
+// same order as the plain loops below, which keep them in memory, a store and a reload per row).
+template <int KC>
+void weight_sums(const Conv& cv, const float* gz, int64_t c0, int64_t nc, float* gw, float* gb) {
+  const int64_t T = cv.T, C = cv.C, K = KC ? KC : cv.K, rows = cv.B * cv.T;
+  int64_t done = 0;
+  if constexpr (KC > 0)
+    for (; done + lanes::kLanes <= nc; done += lanes::kLanes)
+      register_sums<KC>(cv, gz, c0 + done, gw, gb);
+  const int64_t n = nc - done, cr = c0 + done;  // the channels left: plain loops
+  if (n == 0) return;
+  std::vector<float> acc(size_t(K * n), 0.f), sb(size_t(n), 0.f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r % T;
+    const float* dr = gz + r * C + cr;
+#pragma omp simd
+    for (int64_t c = 0; c < n; ++c) sb[c] += dr[c];
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t ts = t - K + 1 + k;
+      if (ts < 0) continue;
+      const float* xr = cv.x + (r - t + ts) * C + cr;
+      float* a = acc.data() + k * n;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) a[c] += dr[c] * xr[c];
+    }
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    if (gb) gb[cr + c] += sb[c];
+    if (gw)
+      for (int64_t k = 0; k < K; ++k) gw[(cr + c) * K + k] += acc[k * n + c];
+  }
+}
 
 }  // namespace
 
@@ -108,26 +165,8 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& b
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelMin)
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t c0 = blk * kChannelBlock, nc = std::min(kChannelBlock, C - c0);
-      std::vector<float> acc(size_t(K * nc), 0.f), sb(size_t(nc), 0.f);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t t = r % T;
-        const float* dr = gz + r * C + c0;
-#pragma omp simd
-        for (int64_t c = 0; c < nc; ++c) sb[c] += dr[c];
-        for (int64_t k = 0; k < K; ++k) {
-          const int64_t ts = t - K + 1 + k;
-          if (ts < 0) continue;
-          const float* xr = conv->x + (r - t + ts) * C + c0;
-          float* a = acc.data() + k * nc;
-#pragma omp simd
-          for (int64_t c = 0; c < nc; ++c) a[c] += dr[c] * xr[c];
-        }
-      }
-      for (int64_t c = 0; c < nc; ++c) {
-        if (gb) gb[c0 + c] += sb[c];
-        if (gw)
-          for (int64_t k = 0; k < K; ++k) gw[(c0 + c) * K + k] += acc[k * nc + c];
-      }
+      if (K == 4) weight_sums<4>(*conv, gz, c0, nc, gw, gb);  // Mamba's d_conv
+      else weight_sums<0>(*conv, gz, c0, nc, gw, gb);
     }
   });
   return out;

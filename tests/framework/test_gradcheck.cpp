@@ -501,6 +501,33 @@ TEST_CASE("causal_conv1d_silu equals silu(causal_conv1d): output and gradients")
   }
 }
 
+TEST_CASE("causal_conv1d_silu: each channel's d weight and d bias have the bits of that channel alone") {
+  // With 4 taps, channels are summed 16 at a time in registers and the rest by plain loops; a
+  // channel alone (1 of 1) takes the plain loops. 37 channels: two register groups and 5 plain.
+  const int64_t B = 3, T = 21, C = 37, K = 4;
+  const Tensor x = param({B, T, C}, 31), w = param({C, 1, K}, 32), b = param({C}, 33),
+               g = param({B, T, C}, 34);
+  backward(sum(mul(causal_conv1d_silu(x, w, b), g)));
+  // Column c of t viewed as [rows, cols]: a [rows] tensor (shaped as `shape`).
+  auto column = [](const Tensor& t, int64_t cols, int64_t c, Shape shape) {
+    Tensor out = Tensor::empty(shape);
+    for (int64_t r = 0; r < out.numel(); ++r) out.data()[r] = t.data()[r * cols + c];
+    return out;
+  };
+  for (int64_t c = 0; c < C; ++c) {
+    Tensor xc = column(x, C, c, Shape{B, T, 1}), wc = Tensor::empty(Shape{1, 1, K}),
+           bc = column(b, C, c, Shape{1});
+    for (int64_t k = 0; k < K; ++k) wc.data()[k] = w.data()[c * K + k];
+    for (Tensor* t : {&xc, &wc, &bc}) t->requires_grad_();
+    backward(sum(mul(causal_conv1d_silu(xc, wc, bc), column(g, C, c, Shape{B, T, 1}))));
+    Tensor w_row = Tensor::empty(Shape{1, 1, K});
+    for (int64_t k = 0; k < K; ++k) w_row.data()[k] = w.grad().data()[c * K + k];
+    CAPTURE(c);
+    CHECK(std::memcmp(wc.grad().data(), w_row.data(), sizeof(float) * K) == 0);
+    CHECK(std::memcmp(bc.grad().data(), b.grad().data() + c, sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("gradcheck: ops on permuted and sliced inputs") {
   Tensor x = param({2, 4, 3}, 1), w = param({5, 4}, 2), y = param({6, 3, 4}, 3);
   expect_grads("linear(permute(x))", {x, w},
