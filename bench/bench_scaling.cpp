@@ -58,13 +58,14 @@ struct Measurement {
 };
 
 
-// cfg (a family or a stack) at the bench's shape: no MLP, RoPE where every layer's family takes
-// it, else no positions; then `overrides` (a variant's own options) on top.
+// cfg (a family or a stack) at the bench's shape: no MLP, an untied head, RoPE where every
+// layer's family takes it, else no positions; then `overrides` (a variant's own options) on top.
 ModelConfig scaling_model(ModelConfig cfg, const Settings& s, const TextMap& overrides = {}) {
   cfg.vocab = kVocab;
   cfg.d_model = s.d_model;
   cfg.n_layers = s.n_layers;
   cfg.mlp = "none";
+  cfg.tie_embeddings = false;  // the shape the committed measurements have: a head of its own
   cfg.pos = "rope";
   for (const std::string& f : cfg.layer_families()) {
     const std::vector<std::string>& positions = family_spec(f).positions;

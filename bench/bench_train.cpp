@@ -94,10 +94,10 @@ RunConfig train_config(const TrainSize& size, const std::string& family) {
                   {"seq-len", std::to_string(size.seq_len)},
                   {"batch", std::to_string(size.batch)},
                   {"mlp", heads && !size.experiment ? "gelu" : "none"}};
-  if (size.experiment) {
-    if (task_of(size) == "mqar") text["num-kv-pairs"] = std::to_string(size.seq_len / 16);
-    text["tie-embeddings"] = "1";
-  }
+  // The comparison's rows (S, W, L) keep PyTorch's models' untied head (bench/torch_models.py);
+  // the experiments' rows are tied, as the recipe is.
+  text["tie-embeddings"] = size.experiment ? "1" : "0";
+  if (size.experiment && task_of(size) == "mqar") text["num-kv-pairs"] = std::to_string(size.seq_len / 16);
   if (heads) {
     text["n-heads"] = std::to_string(size.heads);
     text["bias"] = size.experiment ? "0" : "1";

@@ -12,6 +12,7 @@
 #include "framework/core/tensor.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "cli/cli.hpp"
+#include "report/capacity.hpp"
 #include "report/data.hpp"
 #include "report/gnuplot.hpp"
 #include "report/plots.hpp"
@@ -73,6 +74,7 @@ int run_report(const po::variables_map& vm) {
 
   std::string tables;
   for (const std::vector<Table>& part : {accuracy_tables(sweep, groups), unfinished_table(sweep),
+                                         capacity_tables(sweep, capacity_curves(sweep, groups)),
                                          scaling_tables(sweep, series), triangle_table(sweep, triangle)})
     for (const Table& t : part) tables += t.markdown();
 

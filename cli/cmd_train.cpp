@@ -126,6 +126,9 @@ RunConfig new_run_config(const po::variables_map& vm) {
     return RunConfig::of(vm["model"].as<std::string>(), vm["task"].as<std::string>());
   });
   read_given(vm, c);
+  // A config.ini of an earlier trilemma states every option of its time: the options added
+  // since read as they were then (rescale-residual 0), so the file repeats its run.
+  read_unstated_as_before(c, [&](const std::string& key) { return given(vm, key); });
   if (c.model.hybrid() && !vm["model"].defaulted() && vm["model"].as<std::string>() != c.model.family)
     throw UsageError("--model " + vm["model"].as<std::string>() + " differs from the first entry of --mixers " +
                      c.model.mixers + " (allowed: that entry, or --model left out)");

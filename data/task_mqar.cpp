@@ -4,6 +4,10 @@
 //   replacement from p(i) ~ i^(a-1), i = 1..(T-2K)/2; key j is queried at 2K + 2*(g_j - 1)
 //   (Zoology's 0-based offset, so the largest gap still lands inside the row). Scored: the K
 //   query positions, target the value.
+//   A mix (--num-kv-pairs 4,8,16): row i of a batch holds K = list[i mod count] pairs, so every
+//   batch covers the list in turn; extra metrics: the accuracy per K (acc@K=4, ...), and a run
+//   stops early only once every K has reached the threshold (a capacity is read at the largest).
+#include <algorithm>
 #include <cmath>
 
 #include "data/tasks.hpp"
@@ -25,12 +29,13 @@ void distinct_ids(Rng& rng, int64_t lo, int64_t hi, int64_t count, std::vector<i
 
 class MqarTask : public TaskOptions {
  public:
-  int64_t num_kv_pairs = 8;  // K
+  std::vector<int64_t> num_kv_pairs = {8};  // K, or the mix of K drawn row by row
   double power_a = 0.01;
   bool random_fillers = false;
 
   void visit(FieldVisitor& v) override {
-    v.integer("num-kv-pairs", num_kv_pairs, {1, int64_t(1) << 22}, "key-value pairs");
+    v.int_list("num-kv-pairs", num_kv_pairs, {1, int64_t(1) << 22},
+               "key-value pairs K; a list (4,8,16) mixes them: row i of a batch holds the (i mod count)-th");
     v.real("power-a", power_a, {0.0, 1.0}, "query gaps drawn with p(i) ~ i^(a-1), a in (0, 1]");
     v.boolean("random-fillers", random_fillers, "fill the query region with random tokens instead of 0");
   }
@@ -41,9 +46,20 @@ class MqarTask : public TaskOptions {
 
   void validate(const TaskConfig& c) const override {
     const int64_t T = c.length(), V = c.vocab_size();
-    if (4 * num_kv_pairs > T)
-      throw Error("task mqar: --num-kv-pairs " + std::to_string(num_kv_pairs) + " too large for --seq-len " +
-                  std::to_string(T) + " (needs 4*num-kv-pairs <= seq-len)");
+    if (num_kv_pairs.empty()) throw Error("task mqar: --num-kv-pairs is empty (allowed: one K or a list of K >= 1)");
+    for (size_t i = 0; i < num_kv_pairs.size(); ++i) {
+      const int64_t K = num_kv_pairs[i];
+      if (std::find(num_kv_pairs.begin(), num_kv_pairs.begin() + int64_t(i), K) != num_kv_pairs.begin() + int64_t(i))
+        throw Error("task mqar: --num-kv-pairs " + int_list_text(num_kv_pairs) + " repeats " + std::to_string(K) +
+                    " (allowed: distinct K)");
+      if (K > V / 2 - 1)
+        throw Error("task mqar: --num-kv-pairs " + std::to_string(K) + " needs " + std::to_string(K) +
+                    " distinct keys, and --vocab " + std::to_string(V) + " holds " + std::to_string(V / 2 - 1) +
+                    " (keys 1..V/2-1)");
+      if (4 * K > T)
+        throw Error("task mqar: --num-kv-pairs " + std::to_string(K) + " too large for --seq-len " +
+                    std::to_string(T) + " (needs 4*num-kv-pairs <= seq-len)");
+    }
     if (V <= T) throw Error("task mqar: --vocab " + std::to_string(V) + " must be > --seq-len " + std::to_string(T));
     if (!(power_a > 0))
       throw Error("task mqar: --power-a " + exact_number(power_a) + " out of range (allowed: (0, 1])");
@@ -52,7 +68,8 @@ class MqarTask : public TaskOptions {
   void fill_row(const TaskConfig& c, Rng rng, Row& r) const override {
     thread_local std::vector<int32_t> keys, values;  // scratch, reused across rows
     thread_local std::vector<double> weights;
-    const int64_t T = r.T, K = num_kv_pairs, V = c.vocab_size(), space = (T - 2 * K) / 2;
+    const int64_t T = r.T, K = pairs_of_row(r.index), V = c.vocab_size(), space = (T - 2 * K) / 2;
+    if (mixed()) r.group = K;
     distinct_ids(rng, 1, V / 2, K, keys);
     distinct_ids(rng, V / 2, V, K, values);
     for (int64_t j = 0; j < K; ++j) {
@@ -84,6 +101,26 @@ class MqarTask : public TaskOptions {
     }
   }
 
+  std::string group_name() const override { return "pairs"; }
+
+  // A mix adds acc@K=k: the accuracy of the rows holding k pairs.
+  void extra_scores(const TaskConfig&, const Batch& batch, const Tensor& logits, const GreedyDecoder*,
+                    ExtraScores& out) const override {
+    if (!mixed()) return;
+    for (const auto& [k, a] : accuracy_by_group(batch, logits)) extra_score(out, pairs_metric(k)).add(a);
+  }
+
+  // A mix is learned when every K is: the smallest acc@K=k, so a run that has learned only its
+  // small K keeps training. One K: the token accuracy.
+  double stopping_accuracy(double token_acc, const ExtraScores& extra) const override {
+    if (!mixed()) return token_acc;
+    double lowest = 1;
+    for (int64_t k : num_kv_pairs)
+      for (const auto& [name, a] : extra)
+        if (name == pairs_metric(k)) lowest = std::min(lowest, a.value());
+    return lowest;
+  }
+
   // Values come from [V/2, V). (A model that only learned the format guesses among the row's
   // K values and scores 1/K: the plateau MQAR training sits on before recall is learned.)
   double chance_accuracy(const TaskConfig& c) const override {
@@ -94,8 +131,16 @@ class MqarTask : public TaskOptions {
   std::string legend(const TaskConfig& c) const override {
     const int64_t V = c.vocab_size();
     return "keys 1.." + std::to_string(V / 2 - 1) + ", values " + std::to_string(V / 2) + ".." +
-           std::to_string(V - 1) + ", filler 0";
+           std::to_string(V - 1) + ", filler 0" +
+           (mixed() ? "; row i holds K = (" + int_list_text(num_kv_pairs, ' ') + ")[i mod " +
+                          std::to_string(num_kv_pairs.size()) + "] pairs"
+                    : "");
   }
+
+ private:
+  bool mixed() const { return num_kv_pairs.size() > 1; }
+  int64_t pairs_of_row(int64_t row) const { return num_kv_pairs[size_t(row) % num_kv_pairs.size()]; }
+  static std::string pairs_metric(int64_t k) { return "acc@K=" + std::to_string(k); }
 };
 
 }  // namespace

@@ -4,10 +4,7 @@
 //   uses distance distances[i % count]; extra metrics: the accuracy per distance (acc@d).
 //   --distractors: fillers drawn from the values' range too, so the value is no longer the one
 //   token of its kind in the row: reaching it needs the key matched, not only a long reach.
-#include <map>
-
 #include "data/tasks.hpp"
-#include "framework/core/argmax.hpp"
 
 namespace tri {
 
@@ -70,20 +67,10 @@ class NeedleTask : public TaskOptions {
 
   std::string group_name() const override { return "distance"; }
 
-  // acc@d: argmax accuracy of the scored positions of the rows at distance d, by increasing d.
+  // acc@d: the accuracy of the rows at distance d, by increasing d.
   void extra_scores(const TaskConfig&, const Batch& batch, const Tensor& logits, const GreedyDecoder*,
                     ExtraScores& out) const override {
-    const int64_t V = logits.size(-1), B = batch.inputs.shape()[0], T = batch.inputs.shape()[1];
-    std::map<int64_t, Accuracy> by;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t i = b * T + t;
-        if (!batch.mask[size_t(i)]) continue;
-        Accuracy& a = by[batch.group[size_t(b)]];
-        a.correct += argmax(logits.data() + i * V, V) == batch.targets.data()[i];
-        ++a.total;
-      }
-    for (const auto& [d, a] : by) extra_score(out, "acc@" + std::to_string(d)).add(a);
+    for (const auto& [d, a] : accuracy_by_group(batch, logits)) extra_score(out, "acc@" + std::to_string(d)).add(a);
   }
 };
 

@@ -4,6 +4,7 @@
 #include <typeinfo>
 
 #include "framework/config/registry.hpp"
+#include "framework/core/argmax.hpp"
 
 namespace tri {
 
@@ -34,6 +35,20 @@ Accuracy& extra_score(ExtraScores& scores, const std::string& name) {
     if (n == name) return a;
   scores.push_back({name, Accuracy{}});
   return scores.back().second;
+}
+
+std::map<int64_t, Accuracy> accuracy_by_group(const Batch& batch, const Tensor& logits) {
+  const int64_t V = logits.size(-1), B = batch.inputs.shape()[0], T = batch.inputs.shape()[1];
+  std::map<int64_t, Accuracy> by;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t i = b * T + t;
+      if (!batch.mask[size_t(i)]) continue;
+      Accuracy& a = by[batch.group[size_t(b)]];
+      a.correct += argmax(logits.data() + i * V, V) == batch.targets.data()[i];
+      ++a.total;
+    }
+  return by;
 }
 
 // ---- TaskConfig ----------------------------------------------------------------------------

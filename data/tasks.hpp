@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <typeindex>
@@ -52,7 +53,7 @@ struct Accuracy {
   void add(const Accuracy& o) { correct += o.correct, total += o.total; }
 };
 // The metrics a task adds beyond token and sequence accuracy, by name, in the task's order
-// (needle: "acc@4", "acc@16", ...; copy: "gen_acc").
+// (needle: "acc@4", "acc@16", ...; mqar's mix: "acc@K=4", ...; copy: "gen_acc").
 using ExtraScores = std::vector<std::pair<std::string, Accuracy>>;
 Accuracy& extra_score(ExtraScores& scores, const std::string& name);  // added when missing
 
@@ -85,6 +86,9 @@ class TaskOptions : public Options {
   // the caller does not decode (then metrics that need it are left out).
   virtual void extra_scores(const TaskConfig&, const Batch&, const Tensor& /*logits*/,
                             const GreedyDecoder* /*decode*/, ExtraScores&) const {}
+  // The validation accuracy early stopping and best.h5 read: by default the token accuracy;
+  // mqar's mix, its lowest accuracy over K.
+  virtual double stopping_accuracy(double token_acc, const ExtraScores& /*extra*/) const { return token_acc; }
   // The token accuracy of a uniform guess among the answers the task can score (mqar: one of
   // the V/2 value ids); the level an accuracy is read against.
   virtual double chance_accuracy(const TaskConfig& c) const = 0;
@@ -97,6 +101,9 @@ class TaskOptions : public Options {
   // (inputs x) recalls, e.g. mqar's value after the matching key; -1 when the task names none.
   virtual int64_t recall_source(const int32_t* /*x*/, int64_t /*t*/) const { return -1; }
 };
+
+// The argmax accuracy of the scored positions of each group's rows (Batch::group), by group.
+std::map<int64_t, Accuracy> accuracy_by_group(const Batch& batch, const Tensor& logits);
 
 // The position right after the first earlier occurrence of x[t] (-1 if none): the recall source
 // of mqar, induction and needle, whose query token repeats the token before the answer.

@@ -157,7 +157,7 @@ void ModelConfig::visit(FieldVisitor& v) {
   v.boolean("rescale-residual", rescale_residual,
             "initialise each residual branch's output projection (out_proj, fc2) divided by "
             "sqrt(branches per block x n-layers), as mamba_ssm and GPT-2 do",
-            FieldAge::added_later);
+            FieldAge::added_later, "0");
   v.integer("max-seq-len", max_seq_len, {1, int64_t(1) << 24}, "learned positions' table size",
             zero_means("the task's seq-len",
                        [](const FieldLookup& l) { return l.integer("seq-len").value_or(0); }));

@@ -22,11 +22,13 @@ struct ModelConfig : Options {
   std::string pos = "none";          // none | sinusoidal | learned | rope | alibi (the family's)
   std::string norm = "pre";          // pre: X + f(LN(X)); post: LN(X + f(X)) as the book's block
   std::string mlp = "gelu";          // none | gelu (d_ff = 4 d_model)
-  bool tie_embeddings = false;
+  // The calibrated recipe's defaults (docs/CALIBRATION.md): tied embeddings and rescaled residual
+  // projections; configs written before rescale-residual existed mean 0 (FieldSpec::before).
+  bool tie_embeddings = true;
   // Each residual branch's output projection (a mixer's out_proj, the MLP's fc2) initialised
   // divided by sqrt(branches per block x n_layers): mamba_ssm's rescale_prenorm_residual, GPT-2's
   // scheme, which keeps the residual stream's variance from growing with depth.
-  bool rescale_residual = false;
+  bool rescale_residual = true;
   int64_t max_seq_len = 0;           // learned positions' table size; 0: the task's seq-len
   // A hybrid stack: the layers' families in turn, "mamba,attention" (layer i takes entry i mod n,
   // with its family's options); empty: every layer is `family`. Its first entry is the family

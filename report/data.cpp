@@ -46,6 +46,22 @@ void read_acc_at(const Json& extra, std::map<int64_t, double>& out) {
   }
 }
 
+// mqar's accuracy by pairs K: a mix's acc@K=k, or the token accuracy of a run at one K.
+void read_acc_at_pairs(const Json& extra, RunRow& r) {
+  const Json pairs = r.value("num-kv-pairs");
+  const Json one = pairs.is_array() && pairs.size() == 1 ? pairs[0] : pairs;
+  if (one.is_number_integer()) {
+    if (r.token_acc) r.acc_at_pairs[one.get<int64_t>()] = *r.token_acc;
+    return;
+  }
+  if (!extra.is_object()) return;
+  for (const auto& [key, v] : extra.items()) {
+    if (key.rfind("acc@K=", 0) != 0 || !v.is_number()) continue;
+    const std::string k = key.substr(6);
+    if (!k.empty() && k.find_first_not_of("0123456789") == std::string::npos) r.acc_at_pairs[std::stoll(k)] = v.get<double>();
+  }
+}
+
 RunRow parse_run(const Json& j, int line) {
   if (!j.is_object()) throw Error("not a JSON object");
   RunRow r;
@@ -72,6 +88,7 @@ RunRow parse_run(const Json& j, int line) {
     r.seq_acc = opt_number(f, "seq_acc");
     r.loss = opt_number(f, "loss");
     if (f.contains("extra")) read_acc_at(f["extra"], r.acc_at);
+    if (r.task == "mqar") read_acc_at_pairs(f.value("extra", Json()), r);
   }
   if (j.contains("valid") && j["valid"].is_object()) r.valid_acc = opt_number(j["valid"], "token_acc");
   if (j.contains("lengths") && j["lengths"].is_array())

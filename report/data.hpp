@@ -24,6 +24,7 @@ struct RunRow {
   std::optional<double> valid_acc;  // the last validation evaluation's token accuracy
   std::optional<int64_t> step, steps;
   std::map<int64_t, double> acc_at;              // final.extra's acc@d, by distance d
+  std::map<int64_t, double> acc_at_pairs;  // mqar: the test accuracy by pairs K (a mix's acc@K=k; one K: token_acc)
   std::vector<std::pair<int64_t, double>> lengths;  // (seq_len, token_acc) of the eval at other lengths
 
   // Finished (or stopped early at its target) with a final accuracy: averaged. Every other run

@@ -14,6 +14,7 @@ struct Series {
   std::string title;
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in this order
   std::string style = "linespoints lw 2";              // gnuplot's "with" clause
+  std::vector<std::pair<double, double>> spread;  // (low, high) per point, for error bars; empty: none
 };
 
 struct PlotSpec {
@@ -24,10 +25,12 @@ struct PlotSpec {
   std::vector<Series> series;
   std::vector<std::string> extra_plots;  // further plot elements, e.g. a chance level line
   std::string caption;                   // for report.md, with the commands that made it
+  std::string x_range;                   // gnuplot's "[lo:hi]"; empty: automatic
 };
 
 // The plots the sweep folder supports: accuracy vs sequence length, accuracy vs state bytes,
-// loss curves, accuracy vs needle distance (per task), time and memory vs T (per "what").
+// loss curves, accuracy vs needle distance (per task), MQAR accuracy vs pairs and vs pairs per
+// kB of state, time and memory vs T (per "what").
 std::vector<PlotSpec> plan_plots(const Sweep& sweep, const std::vector<Group>& groups,
                                  const std::vector<ScalingSeries>& series);
 

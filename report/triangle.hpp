@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/capacity.hpp"
 #include "report/data.hpp"
 #include "report/tables.hpp"
 #include "report/verdicts.hpp"
@@ -16,7 +17,7 @@ namespace tri::report {
 // The trilemma's thresholds: a corner is held at these values.
 constexpr double kReceptiveFieldAcc = 0.9;  // needle accuracy at the farthest distance
 constexpr double kLinearCostExponent = 1.3;  // time per training step grows at most as T^1.3
-constexpr double kPreciseMatchingAcc = 0.9;  // MQAR token accuracy
+constexpr double kPreciseMatchingAcc = kCapacityAcc;  // MQAR token accuracy at the largest K measured
 // A seed learned the needle task when it recalls the nearest needle this well; one that did not
 // says nothing about how far it reaches.
 constexpr double kLearnedAcc = 0.9;
@@ -29,6 +30,9 @@ struct TriangleRow {
   std::optional<int64_t> n_layers;                           // of the needle's best cell
   bool hybrid = false;  // layers of several families: a window bounds only the attention layers' reach
   Verdict receptive_field, linear_cost, precise_matching;
+  std::optional<int64_t> matching_k;        // the K the matching corner is read at: the largest measured
+  std::optional<CapacityCurve> capacity;    // MQAR's accuracy against K, when its best cell has one
+  std::string book_grade;                   // the book's matching grade (strong, medium, weak), or ""
   Verdict needle_distractors;  // the needle with values among the fillers: matching at a distance
   std::optional<double> memory_exponent, state_bytes;
   std::vector<double> layer_state_bytes;  // per layer at kStateSeqLen, where measured there
@@ -45,6 +49,16 @@ bool has_triangle(const Sweep& sweep);
 std::vector<TriangleRow> triangle_rows(const Sweep& sweep, const std::vector<Group>& groups,
                                        const std::vector<ScalingSeries>& series);
 std::vector<Table> triangle_table(const Sweep& sweep, const std::vector<TriangleRow>& rows);
+// The book's grades of matching against the measured capacities: the families it grades, each
+// with its capacity, and whether their order agrees (every pair the book tells apart is told
+// apart the same way), does not separate some (a tie) or disagrees.
+struct MatchingOrder {
+  std::vector<const TriangleRow*> graded;  // by measured capacity, largest first
+  std::string agreement;                   // "agrees", "agrees in part", "disagrees"; "" with fewer than 2
+  std::string text;                        // the sentence report.md prints
+};
+MatchingOrder matching_order(const std::vector<TriangleRow>& rows);
+
 // DIR/triangle.json's content (docs/USAGE.md, Reports).
 Json triangle_json(const Sweep& sweep, const std::vector<TriangleRow>& rows);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "framework/config/options.hpp"
+
 namespace tri::report {
 
 namespace {
@@ -46,6 +48,13 @@ std::optional<Interval> mean_interval_95(const std::vector<double>& values) {
   return Interval{s.mean - half, s.mean + half};
 }
 
+std::string interval_text(const std::optional<Interval>& i, const char* format) {
+  if (!i) return "-";
+  std::string s = "[";
+  s.append(number_text(i->first, format)).append(", ").append(number_text(i->second, format)).append("]");
+  return s;
+}
+
 std::optional<Interval> exponent_interval_95(const PowerFit& fit) {
   if (!fit.ok || fit.dof() < 1) return std::nullopt;
   const double half = t_quantile_975(fit.dof()) * fit.exponent_se;
@@ -76,6 +85,15 @@ std::string Verdict::text() const {
   return outcome_word(outcome) + (note.empty() ? "" : " (" + note + ")");
 }
 
+std::string Verdict::values_text() const {
+  std::string s;
+  for (const SeedValue& x : values) {
+    const std::string n = number_text(x.value, "%.3f");
+    s += (s.empty() ? "" : ", ") + (x.counted ? n : "(" + n + ")");
+  }
+  return s.empty() ? "-" : s;
+}
+
 Verdict seeded_verdict(std::vector<SeedValue> values, double threshold, HeldWhen held_when) {
   std::stable_sort(values.begin(), values.end(), [](const SeedValue& a, const SeedValue& b) { return a.seed < b.seed; });
   Verdict v;
@@ -92,10 +110,18 @@ Verdict seeded_verdict(std::vector<SeedValue> values, double threshold, HeldWhen
   v.n = int(counted.size());
   if (!counted.empty()) v.value = stat_of(counted).mean;
   v.interval = mean_interval_95(counted);
-  if (v.n < kMinSeeds) {
-    v.note = v.values.empty() ? "no runs" : "n < " + std::to_string(kMinSeeds);
+  if (int(v.values.size()) < kMinSeeds) {
+    v.note = "n < " + std::to_string(kMinSeeds);
     return v;
   }
+  const std::string left = std::to_string(v.values.size() - counted.size()) + " of " +
+                           std::to_string(v.values.size()) + " seeds did not learn";
+  if (v.n < kMinLearnedSeeds) {
+    v.outcome = Outcome::did_not_learn;
+    v.note = left;
+    return v;
+  }
+  if (v.n < int(v.values.size())) v.note = left + ", left out";
   const auto [lowest, highest] = std::minmax_element(counted.begin(), counted.end());
   v.outcome = side_of(*lowest, *highest, threshold, held_when);  // every seed on one side
   if (v.outcome == Outcome::undecided) v.outcome = side_of(v.interval->first, v.interval->second, threshold, held_when);

@@ -18,6 +18,8 @@ double t_quantile_975(int df);
 using Interval = std::pair<double, double>;
 // mean ± t_{0.975, n-1} s / sqrt(n) over the values; none for fewer than two.
 std::optional<Interval> mean_interval_95(const std::vector<double>& values);
+// "[0.953, 0.961]" in `format`, or "-" for none.
+std::string interval_text(const std::optional<Interval>& i, const char* format);
 // exponent ± t_{0.975, points-2} se(slope); none for a fit through two points.
 std::optional<Interval> exponent_interval_95(const PowerFit& fit);
 
@@ -35,8 +37,11 @@ struct SeedValue {
   bool counted = true;
 };
 
-// A minimum number of counted seeds for a decided verdict.
+// A decided verdict needs at least kMinSeeds seeds run, and of them at least kMinLearnedSeeds
+// that learned the task (a seed that did not learn is listed, not counted: it says nothing of
+// the corner).
 constexpr int kMinSeeds = 3;
+constexpr int kMinLearnedSeeds = 2;
 
 struct Verdict {
   Outcome outcome = Outcome::undecided;
@@ -52,11 +57,15 @@ struct Verdict {
   std::vector<int64_t> left_out() const;  // the seeds not counted
   // The word with its note: "undecided (n < 3)", "no (structural: reach 2 x (8 - 1) = 14 < 250)".
   std::string text() const;
+  // "0.990, 1.000, (0.120)": each seed's value in seed order, those not counted in parentheses; "-" for none.
+  std::string values_text() const;
 };
 
-// The seeded corners' rule: with at least kMinSeeds counted seeds, decided when every counted
-// seed lies on the same side of the threshold, or when the 95% t interval of their mean lies
-// wholly on one side; otherwise undecided; `not measured` without values. Values are sorted by seed.
+// The seeded corners' rule: `not measured` without values; `undecided (n < 3)` with fewer than
+// kMinSeeds; `did not learn` with fewer than kMinLearnedSeeds counted (learned) seeds; else
+// decided over the counted seeds when every one lies on the same side of the threshold, or when
+// the 95% t interval of their mean lies wholly on one side, and undecided otherwise. Values are
+// sorted by seed; the note says how many did not learn ("1 of 3 seeds did not learn, left out").
 Verdict seeded_verdict(std::vector<SeedValue> values, double threshold, HeldWhen held_when);
 
 // The linear-cost rule: decided when the 95% interval of the fitted exponent lies wholly on one

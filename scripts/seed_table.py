@@ -27,7 +27,7 @@ def load(folder):
 def farthest(scores):
     """The task's accuracy at its farthest needle distance (acc@d), or None."""
     extra = (scores or {}).get("extra") or {}
-    at = {int(k[4:]): v for k, v in extra.items() if k.startswith("acc@")}
+    at = {int(k[4:]): v for k, v in extra.items() if k.startswith("acc@") and k[4:].isdigit()}  # not mqar's acc@K=k
     return at[max(at)] if at else None
 
 

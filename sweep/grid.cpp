@@ -239,15 +239,15 @@ bool is_execution_key(const std::string& key) {
 }
 
 std::string run_id(const RunConfig& config) {
-  TextMap text, defaults;
+  TextMap text;
   write_text(config, text);
-  // A field added to the config later is left out while it holds its default, so the runs of
-  // an existing grid keep their ids (and folders) when the config gains a field.
+  // A field added to the config later is left out while it holds the value runs had before it
+  // existed, so the runs of an existing grid keep their ids (and folders) when the config gains
+  // a field, and when that field's default changes later.
   RunConfig default_config = RunConfig::of(config.model.family, config.task.task);
   default_config.model.mixers = config.model.mixers;  // the defaults of every family it stacks
-  write_text(default_config, defaults);
-  for (const std::string& k : added_later_keys(config))
-    if (text.at(k) == defaults.at(k)) text.erase(k);
+  for (const auto& [k, before] : added_later_fields(default_config))
+    if (text.at(k) == before) text.erase(k);
   std::string canonical;
   for (const auto& [k, v] : text)
     if (!is_execution_key(k)) canonical += k + "=" + v + "\n";

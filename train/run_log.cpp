@@ -83,10 +83,11 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::append(const MetricsRow& r) {
   // NaN fields (those a row does not have) are written as null.
-  const Json row = {{"step", r.step},           {"split", r.split},        {"loss", r.loss},
+  Json row = {{"step", r.step},           {"split", r.split},        {"loss", r.loss},
                     {"acc", r.acc},             {"seq_acc", r.seq_acc},    {"grad_norm", r.grad_norm},
                     {"lr", r.lr},               {"ms_per_step", r.ms_per_step}, {"tokens_per_s", r.tokens_per_s},
                     {"elapsed_s", r.elapsed_s}};
+  for (const auto& [name, value] : r.extra) row[name] = value;
   const std::string j = row.dump() + "\n";
   std::string c = std::to_string(r.step) + "," + r.split + csv_field(r.loss) + csv_field(r.acc) +
                   csv_field(r.seq_acc) + csv_field(r.grad_norm) + csv_field(r.lr) +

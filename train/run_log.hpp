@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tri::train {
 
@@ -13,10 +15,13 @@ namespace tri::train {
 // (written as null in JSON, empty in CSV). Floats are written exactly (shortest round-trip).
 struct MetricsRow {
   int64_t step = 0;
-  std::string split;  // "train" or "eval"
+  std::string split;  // "train" or "valid"
   double loss = NAN, acc = NAN, seq_acc = NAN;
   double grad_norm = NAN, lr = NAN;
   double ms_per_step = NAN, tokens_per_s = NAN, elapsed_s = NAN;
+  // Evaluation rows: the task's own metrics (needle's acc@d, mqar's acc@K=k), in metrics.jsonl
+  // only (metrics.csv keeps its fixed columns).
+  std::vector<std::pair<std::string, double>> extra;
 };
 
 class MetricsLog {

@@ -350,7 +350,7 @@ void Trainer::log_step(Loop& loop, const StepResult& r) {
   }
   MetricsRow row{step_, "train", last_loss_, loop.train_acc, NAN, r.grad_norm, r.lr,
                  1e3 * sec / double(loop.interval_steps), double(loop.interval_steps * loop.B * loop.T) / sec,
-                 elapsed()};
+                 elapsed(), {}};
   if (log_due) {
     if (loop.log) loop.log->append(row);
     interval_ms_.push_back(row.ms_per_step);
@@ -368,9 +368,11 @@ bool Trainer::evaluate_if_due(Loop& loop) {
   last_eval_ = evaluate("valid");
   last_eval_step_ = step_;
   const TaskScore& score = last_eval_.score;
-  const bool best = score.token_acc > best_acc_;
-  if (best) best_acc_ = score.token_acc, best_step_ = step_;
-  early_stopped_ = rs.early_stop > 0 && score.token_acc >= rs.early_stop;
+  // The task's reading of the evaluation (mqar's mix: its lowest accuracy over K) chooses.
+  const double acc = config_.task.behaviour().stopping_accuracy(score.token_acc, last_eval_.extra);
+  const bool best = acc > best_acc_;
+  if (best) best_acc_ = acc, best_step_ = step_;
+  early_stopped_ = rs.early_stop > 0 && acc >= rs.early_stop;
   MetricsRow eval_row;
   eval_row.step = step_;
   eval_row.split = "valid";
@@ -378,9 +380,11 @@ bool Trainer::evaluate_if_due(Loop& loop) {
   eval_row.acc = score.token_acc;
   eval_row.seq_acc = score.seq_acc;
   eval_row.elapsed_s = elapsed();
+  for (const auto& [name, a] : last_eval_.extra) eval_row.extra.emplace_back(name, a.value());
   if (loop.log) loop.log->append(eval_row);
   loop.progress.message("valid step " + std::to_string(step_) + ": token_acc " + number_text(score.token_acc, "%.4f") +
                         "  seq_acc " + number_text(score.seq_acc, "%.4f") + "  loss " + number_text(score.loss, "%.4f") +
+                        (acc != score.token_acc ? "  stopping accuracy " + number_text(acc, "%.4f") : "") +
                         (best ? "  (best)" : ""));
   loop.interval_start = Clock::now();  // evaluation time is not training time
   loop.interval_steps = 0;

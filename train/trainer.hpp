@@ -1,5 +1,5 @@
-// A training run: a LanguageModel learning a synthetic task with AdamW (or SGD), a warm-up +
-// cosine schedule and gradient clipping, evaluated on the task's held-out stream, with
+// A training run: a LanguageModel learning a synthetic task with AdamW (or SGD), a warm-up and a
+// decay schedule (wsd by default) and gradient clipping, evaluated on the task's held-out stream, with
 // checkpoints, metrics files and a summary in its run folder:
 //   config.ini      the resolved config (readable again with --config)
 //   metrics.jsonl   the metrics rows, one JSON object per line: a training row every

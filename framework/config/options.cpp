@@ -23,9 +23,10 @@ void FieldVisitor::real(const std::string& key, double& v, RealRange r, const st
   on(s, v);
 }
 
-void FieldVisitor::boolean(const std::string& key, bool& v, const std::string& help, FieldAge age) {
+void FieldVisitor::boolean(const std::string& key, bool& v, const std::string& help, FieldAge age,
+                           const std::string& before) {
   BoolSpec s;
-  s.key = key, s.help = help, s.added_later = age == FieldAge::added_later;
+  s.key = key, s.help = help, s.added_later = age == FieldAge::added_later, s.before = before;
   on(s, v);
 }
 
@@ -203,6 +204,7 @@ class TextReader : public FieldVisitor {
   const std::string* find(const FieldSpec& f, bool may_be_missing = false) const {
     auto it = text_.find(f.key);
     if (it != text_.end()) return &it->second;
+    if (require_all_ && f.added_later && !f.before.empty()) return &f.before;  // a file from before the field
     if (require_all_ && !f.fixed && !f.added_later && !may_be_missing) throw Error("config: missing --" + f.key);
     return nullptr;
   }
@@ -268,9 +270,50 @@ class RangeChecker : public FieldVisitor {
   void on(const TextSpec&, std::string&) override {}
 };
 
+// Whether every original, non-fixed field is stated, and the `before` text of each added field
+// that is not.
+class StatedFields : public FieldVisitor {
+ public:
+  explicit StatedFields(const std::function<bool(const std::string&)>& stated) : stated_(stated) {}
+  bool complete = true;
+  TextMap before;
+  void on(const IntSpec& f, int64_t&) override { check(f); }
+  void on(const RealSpec& f, double&) override { check(f); }
+  void on(const BoolSpec& f, bool&) override { check(f); }
+  void on(const ChoiceSpec& f, std::string&) override { check(f); }
+  void on(const IntListSpec& f, std::vector<int64_t>&) override { check(f, f.optional); }
+  void on(const TextSpec& f, std::string&) override { check(f); }
+
+ private:
+  const std::function<bool(const std::string&)>& stated_;
+  void check(const FieldSpec& f, bool may_be_missing = false) {
+    if (stated_(f.key)) return;
+    if (!f.added_later && !f.fixed && !may_be_missing) complete = false;
+    if (f.added_later && !f.before.empty()) before[f.key] = f.before;
+  }
+};
+
+// Each added field's key and the text of its value before it existed (its `before`, else its
+// value in the struct visited: call it on a config at its defaults).
+class AddedFields : public FieldVisitor {
+ public:
+  std::map<std::string, std::string> fields;
+  void on(const IntSpec& f, int64_t& v) override { add(f, std::to_string(v)); }
+  void on(const RealSpec& f, double& v) override { add(f, exact_number(v)); }
+  void on(const BoolSpec& f, bool& v) override { add(f, v ? "1" : "0"); }
+  void on(const ChoiceSpec& f, std::string& v) override { add(f, v); }
+  void on(const IntListSpec& f, std::vector<int64_t>& v) override { add(f, int_list_text(v)); }
+  void on(const TextSpec& f, std::string& v) override { add(f, v); }
+
+ private:
+  void add(const FieldSpec& f, const std::string& value) {
+    if (f.added_later) fields[f.key] = f.before.empty() ? value : f.before;
+  }
+};
+
 class KeyLister : public FieldVisitor {
  public:
-  explicit KeyLister(bool only_added_later) : only_added_later_(only_added_later) {}
+  KeyLister() = default;
   std::vector<std::string> keys;
   void on(const IntSpec& f, int64_t&) override { add(f); }
   void on(const RealSpec& f, double&) override { add(f); }
@@ -280,10 +323,7 @@ class KeyLister : public FieldVisitor {
   void on(const TextSpec& f, std::string&) override { add(f); }
 
  private:
-  bool only_added_later_;
-  void add(const FieldSpec& f) {
-    if (!only_added_later_ || f.added_later) keys.push_back(f.key);
-  }
+  void add(const FieldSpec& f) { keys.push_back(f.key); }
 };
 
 }  // namespace
@@ -310,15 +350,22 @@ void check_ranges(const Options& o) {
 }
 
 std::vector<std::string> field_keys(const Options& o) {
-  KeyLister k(false);
+  KeyLister k;
   const_cast<Options&>(o).visit(k);
   return k.keys;
 }
 
-std::vector<std::string> added_later_keys(const Options& o) {
-  KeyLister k(true);
-  const_cast<Options&>(o).visit(k);
-  return k.keys;
+bool read_unstated_as_before(Options& o, const std::function<bool(const std::string&)>& stated) {
+  StatedFields fields(stated);
+  o.visit(fields);
+  if (fields.complete) read_text(o, fields.before, false);
+  return fields.complete;
+}
+
+std::map<std::string, std::string> added_later_fields(const Options& o) {
+  AddedFields a;
+  const_cast<Options&>(o).visit(a);
+  return a.fields;
 }
 
 std::string number_text(double v, const char* format) {

@@ -55,7 +55,10 @@ struct FieldSpec {
   std::string key;
   std::string help;
   bool fixed = false;
-  bool added_later = false;  // configs written before it existed lack it: its default applies
+  bool added_later = false;  // configs written before it existed lack it: `before` applies
+  // An added field's value, as text, in the configs written before it existed (and in run ids,
+  // which leave it out at that value); empty: its default. Set when the default has changed since.
+  std::string before;
 };
 // Whether a field was in the first config format or came later (see FieldSpec::added_later).
 enum class FieldAge { original, added_later };
@@ -93,7 +96,8 @@ class FieldVisitor {
                FieldAge age = FieldAge::original);
   void real(const std::string& key, double& v, RealRange r, const std::string& help,
             FieldAge age = FieldAge::original);
-  void boolean(const std::string& key, bool& v, const std::string& help, FieldAge age = FieldAge::original);
+  void boolean(const std::string& key, bool& v, const std::string& help, FieldAge age = FieldAge::original,
+               const std::string& before = "");
   void choice(const std::string& key, std::string& v, std::vector<std::string> allowed,
               const std::string& help, FieldAge age = FieldAge::original);
   void int_list(const std::string& key, std::vector<int64_t>& v, IntRange r, const std::string& help);
@@ -156,8 +160,15 @@ void resolve_zeros(Options& o, const FieldLookup* outer = nullptr);
 void check_ranges(const Options& o);
 // The keys of every field, in visit order.
 std::vector<std::string> field_keys(const Options& o);
-// The keys of the fields marked FieldAge::added_later.
-std::vector<std::string> added_later_keys(const Options& o);
+// A config that states every original field (`stated`: a saved config.ini, which lists them all)
+// reads each added field it does not state at its value from before the field existed
+// (FieldSpec::before), as a checkpoint's /config does; a partial one keeps the defaults.
+// Returns whether it was complete.
+bool read_unstated_as_before(Options& o, const std::function<bool(const std::string&)>& stated);
+
+// The fields marked FieldAge::added_later: each key with its value, as text, in the configs
+// written before it existed (FieldSpec::before, else the field's default in `o`).
+std::map<std::string, std::string> added_later_fields(const Options& o);
 
 // Shortest decimal text that reads back to exactly v; and parsers that accept exactly what the
 // writers write (plus true/false/yes/no/on/off for booleans).

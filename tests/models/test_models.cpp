@@ -45,6 +45,8 @@ ModelConfig small(const std::string& family, const std::string& pos = "none") {
   c.n_layers = 2;
   c.max_seq_len = 80;
   c.pos = pos;
+  c.tie_embeddings = false;    // a head of its own (lm_head), as the checks below name it
+  c.rescale_residual = false;  // the projections as drawn; the rescale test sets it
   set_options(c, {{"n-heads", "2"}, {"d-state", "4"}});
   return c;
 }

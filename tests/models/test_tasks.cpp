@@ -54,6 +54,15 @@ RowView row(const Batch& b, int64_t i) {
   return {b.inputs.data() + i * T, b.targets.data() + i * T, b.mask.data() + i * T};
 }
 
+// Logits [B, T, V] with 2.0 on the target at each scored position and on token 1 elsewhere.
+Tensor logits_on_targets(const Batch& b, int64_t V) {
+  const int64_t B = b.inputs.shape()[0], T = b.inputs.shape()[1];
+  Tensor logits = Tensor::zeros({B, T, V});
+  float* z = logits.data();
+  for (int64_t i = 0; i < B * T; ++i) z[i * V + (b.mask[size_t(i)] ? b.targets.data()[i] : 1)] = 2.f;
+  return logits;
+}
+
 void check_targets_follow_mask(const Batch& b) {
   for (size_t i = 0; i < b.mask.size(); ++i) CHECK((b.mask[i] != 0) == (b.targets.data()[i] != kIgnoreIndex));
 }
@@ -119,9 +128,11 @@ TEST_CASE("tasks: selective-copy layout") {
   }
 }
 
-// Checks one mqar row; returns its gaps (1-based) in the order the keys were written.
-std::vector<int64_t> check_mqar_row(const TaskConfig& c, RowView r) {
-  const int64_t T = c.length(), K = int_option(c, "num-kv-pairs"), V = c.vocab_size();
+// Checks one mqar row of K pairs (0: the config's one K); returns its gaps (1-based) in the
+// order the keys were written.
+std::vector<int64_t> check_mqar_row(const TaskConfig& c, RowView r, int64_t K = 0) {
+  if (K == 0) K = int_option(c, "num-kv-pairs");
+  const int64_t T = c.length(), V = c.vocab_size();
   const bool random_fillers = int_option(c, "random-fillers") != 0;
   std::set<int32_t> keys, values;
   for (int64_t j = 0; j < K; ++j) {
@@ -175,6 +186,56 @@ TEST_CASE("tasks: mqar layout, with zero and random fillers") {
   TaskConfig tight = config("mqar", {{"seq-len", "64"}, {"num-kv-pairs", "16"}, {"vocab", "1024"}});
   Batch b = make_batch(tight, 1, 0, 16);
   for (int64_t i = 0; i < 16; ++i) check_mqar_row(tight, row(b, i));
+}
+
+TEST_CASE("tasks: mqar over a mix of pair counts: row i holds the (i mod count)-th K") {
+  TaskConfig c = config("mqar", {{"seq-len", "64"}, {"vocab", "512"}, {"num-kv-pairs", "16,2,4"}});
+  const std::vector<int64_t> ks = {16, 2, 4};
+  Batch b = make_batch(c, 3, 1, 30);
+  check_targets_follow_mask(b);
+  REQUIRE(b.group.size() == 30);
+  for (int64_t i = 0; i < 30; ++i) {
+    CAPTURE(i);
+    CHECK(b.group[size_t(i)] == ks[size_t(i % 3)]);
+    check_mqar_row(c, row(b, i), ks[size_t(i % 3)]);
+  }
+  CHECK(c.behaviour().group_name() == "pairs");
+  CHECK(c.behaviour().legend(c).find("row i holds K = (16 2 4)[i mod 3] pairs") != std::string::npos);
+  // One K is the plain task: no groups, no extra metrics, the token accuracy stops a run.
+  TaskConfig one = config("mqar", {{"seq-len", "64"}, {"vocab", "512"}, {"num-kv-pairs", "4"}});
+  CHECK(make_batch(one, 3, 1, 8).group.empty());
+  ExtraScores none;
+  one.behaviour().extra_scores(one, make_batch(one, 3, 1, 8), Tensor::zeros({8, 64, 512}), nullptr, none);
+  CHECK(none.empty());
+  CHECK(one.behaviour().stopping_accuracy(0.7, {{"acc@K=4", Accuracy{1, 10}}}) == 0.7);
+}
+
+TEST_CASE("tasks: mqar's mix scores each K, and stops a run on its lowest") {
+  TaskConfig c = config("mqar", {{"seq-len", "32"}, {"vocab", "64"}, {"num-kv-pairs", "2,8"}});
+  const int64_t B = 4, T = 32, V = 64;
+  Batch b = make_batch(c, 8, 0, B);
+  // Right at every scored position but one of row 1 (K = 8): acc@K=2 is 1, acc@K=8 15/16.
+  Tensor logits = logits_on_targets(b, V);
+  float* z = logits.data();
+  int64_t wrong = -1;
+  for (int64_t t = 0; t < T && wrong < 0; ++t)
+    if (b.mask[size_t(T + t)]) wrong = T + t;
+  REQUIRE(wrong >= 0);
+  z[wrong * V + b.targets.data()[wrong]] = 0.f;
+  ExtraScores by;
+  c.behaviour().extra_scores(c, b, logits, nullptr, by);
+  REQUIRE(by.size() == 2);
+  CHECK(by[0].first == "acc@K=2");
+  CHECK(by[0].second.total == 4);  // rows 0 and 2
+  CHECK(by[0].second.value() == 1.0);
+  CHECK(by[1].first == "acc@K=8");
+  CHECK(by[1].second.total == 16);
+  CHECK(by[1].second.value() == doctest::Approx(15.0 / 16.0));
+  CHECK(score_batch(logits, b).token_acc == doctest::Approx(19.0 / 20.0));
+  // The run stops on the lowest K's accuracy, not the pooled one (a model that learned only the
+  // small K must keep training); a K the evaluation lacks does not count.
+  CHECK(c.behaviour().stopping_accuracy(0.95, by) == doctest::Approx(15.0 / 16.0));
+  CHECK(c.behaviour().stopping_accuracy(0.9, {{"acc@K=2", Accuracy{1, 1}}, {"acc@K=8", Accuracy{1, 4}}}) == 0.25);
 }
 
 TEST_CASE("tasks: mqar gaps follow p(i) ~ i^(a-1)") {
@@ -336,6 +397,12 @@ TEST_CASE("tasks: impossible configurations name the parameter") {
   expect(config("selective-copy", {{"vocab", "2"}}), "--vocab 2 too small");
   expect(config("mqar", {{"vocab", "128"}}), "--vocab 128 must be > --seq-len 128");
   expect(config("mqar", {{"num-kv-pairs", "33"}}), "--num-kv-pairs 33 too large for --seq-len 128");  // 4K > 128
+  expect(config("mqar", {{"num-kv-pairs", "4,33"}}), "--num-kv-pairs 33 too large for --seq-len 128");
+  expect(config("mqar", {{"num-kv-pairs", "4,8,4"}}), "--num-kv-pairs 4,8,4 repeats 4 (allowed: distinct K)");
+  CHECK(error_of(config("mqar", {{"vocab", "512"}, {"seq-len", "64"}, {"num-kv-pairs", "2,16"}})).empty());
+  expect(config("mqar", {{"vocab", "16"}, {"seq-len", "12"}, {"num-kv-pairs", "8"}}),
+         "--num-kv-pairs 8 needs 8 distinct keys, and --vocab 16 holds 7");
+  CHECK_THROWS_WITH_AS(config("mqar", {{"num-kv-pairs", ""}}), doctest::Contains("--num-kv-pairs '' holds no value"), Error);
   expect(config("mqar", {{"power-a", "0"}}), "--power-a 0 out of range (allowed: (0, 1])");
   expect(config("mqar", {{"power-a", "1.5"}}), "--power-a 1.5 is out of range (allowed: 0..1)");
   expect(config("induction", {{"seq-len", "3"}}), "--seq-len 3 too short");
@@ -350,10 +417,9 @@ TEST_CASE("tasks: metrics over scored positions, and needle's accuracy per dista
   TaskConfig c = config("needle", {{"vocab", "64"}, {"seq-len", "32"}, {"distance", "20,2"}});
   const int64_t B = 6, T = 32, V = 64;
   Batch b = make_batch(c, 8, 0, B);
-  // Logits that put 2.0 on the target (and on token 1 elsewhere); row 0's answer made wrong.
-  Tensor logits = Tensor::zeros({B, T, V});
+  // Row 0's answer made wrong.
+  Tensor logits = logits_on_targets(b, V);
   float* z = logits.data();
-  for (int64_t i = 0; i < B * T; ++i) z[i * V + (b.mask[size_t(i)] ? b.targets.data()[i] : 1)] = 2.f;
   const int64_t wrong = 0 * T + T - 1;
   z[wrong * V + b.targets.data()[wrong]] = 0.f;
   z[wrong * V + 3] = 2.f;
@@ -467,7 +533,15 @@ TEST_CASE("tasks: trilemma data show") {
     const char* args;
     const char* named;
   };
+  r = run("data show --task mqar --seq-len 32 --vocab 64 --num-kv-pairs 2,8 --rows 2 --threads 1");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("row 0: 2 scored, pairs 2") != std::string::npos);
+  CHECK(r.out.find("row 1: 8 scored, pairs 8") != std::string::npos);
+  CHECK(r.out.find("row i holds K = (2 8)[i mod 2] pairs") != std::string::npos);
   for (Bad bad : {Bad{"data show --task mqar --num-kv-pairs 40", "--num-kv-pairs 40"},
+                  Bad{"data show --task mqar --num-kv-pairs ''", "--num-kv-pairs '' holds no value"},
+                  Bad{"data show --task mqar --num-kv-pairs 4,40", "--num-kv-pairs 40 too large for --seq-len 128"},
+                  Bad{"data show --task mqar --vocab 16 --seq-len 12 --num-kv-pairs 2,8", "--vocab 16 holds 7"},
                   Bad{"data show --task bogus", "--task 'bogus' unknown"}, Bad{"data show --task mqar --rows 0", "--rows"},
                   Bad{"data show --task needle --distance 5,x", "--distance"},
                   Bad{"data show --task mqar --split test", "--split"}, Bad{"data list --task mqar", "list"},

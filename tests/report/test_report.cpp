@@ -389,9 +389,9 @@ TEST_CASE("the trilemma table: a row per variant, the best cell's seeds, verdict
                                          "needle 95% interval", "receptive field", "time exponent",
                                          "time exponent 95% interval", "memory exponent", "linear cost",
                                          "state bytes at T=4096", "state bytes from", "state bytes per layer",
-                                         "decode ms/token at T=4096", "MQAR acc per seed", "MQAR n",
-                                         "MQAR 95% interval", "matching", "corners held",
-                                          "needle+distractors acc per seed", "needle+distractors"});
+                                         "decode ms/token at T=4096", "MQAR K", "MQAR acc per seed", "MQAR n",
+                                         "MQAR 95% interval", "matching", "capacity per seed", "capacity (pairs)",
+                                         "pairs per kB", "book's matching", "corners held"});
   CHECK(contains(r.out, "## The trilemma"));
   CHECK(contains(r.out, "triangle " + (dir / "triangle.json").string()));
   for (int model = 0; model < 3; ++model) {

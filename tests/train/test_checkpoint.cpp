@@ -31,6 +31,7 @@ ModelConfig small_config(const std::string& family, int64_t d_model = 16) {
   c.n_layers = 2;
   c.max_seq_len = 16;
   c.pos = family == "attention" ? "learned" : "none";
+  c.tie_embeddings = false;  // a head of its own: the checkpoint holds lm_head.weight
   set_options(c, {{"n-heads", "2"}, {"bias", "1"}, {"d-state", "4"}});
   if (family == "based") set_options(c, {{"feature-map", "taylor"}, {"feature-dim", "4"}, {"short-conv", "3"}});
   return c;

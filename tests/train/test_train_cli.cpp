@@ -9,10 +9,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/run_files.hpp"
 #include "train/run_log.hpp"
@@ -98,7 +101,7 @@ TEST_CASE("train: the run folder holds config, metrics, checkpoints and the summ
   CHECK(capture("/usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))[\"config\"]\n"
                 "print(*(type(c[k]).__name__ + \"=\" + json.dumps(c[k]) for k in (\"batch\", \"lr\", \"tie-embeddings\","
                 " \"model\", \"rope-style\")))' '" + (out / "summary.json").string() + "'") ==
-        "int=8 float=0.003 bool=false str=\"attention\" str=\"half\"");
+        "int=8 float=0.003 bool=true str=\"attention\" str=\"half\"");
   // The runtime in one line at the top of stdout (what the run was measured on); stderr is empty.
   CHECK(r.out.rfind("trilemma ", 0) == 0);
   CHECK(r.out.find("1 thread of") < r.out.find('\n'));
@@ -216,6 +219,65 @@ TEST_CASE("train: early stop, progress output and lines") {
   CHECK(bar.code == 0);
   CHECK(bar.err.find("\r\033[K20/20 [########################] 100%") != std::string::npos);
   CHECK(bar.err.find("ETA") != std::string::npos);
+}
+
+TEST_CASE("train: a run over a mix of pair counts stops only once every K reaches --early-stop") {
+  // K = 1 is learned long before K = 6: the pooled accuracy (never below the lowest K's) would
+  // stop the run at step 60 here, the lowest K's at step 200.
+  const fs::path out = scratch("mix");
+  Run r = run("train --model attention --n-heads 1 --pos learned --task mqar --vocab 64 --seq-len 24 --num-kv-pairs 1,6"
+              " --d-model 32 --batch 16 --lr 0.003 --warmup 5 --eval-every 10 --eval-batches 2 --early-stop 0.2"
+              " --steps 400 --progress none --threads 1 --out '" + out.string() + "'");
+  REQUIRE(r.code == 0);
+  std::ifstream metrics(out / "metrics.jsonl");
+  double best = -1;
+  int64_t first_at_threshold = -1, rows = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["split"] != "valid") continue;
+    ++rows;
+    REQUIRE(j.contains("acc@K=1"));
+    REQUIRE(j.contains("acc@K=6"));
+    const double lowest = std::min(j["acc@K=1"].get<double>(), j["acc@K=6"].get<double>());
+    best = std::max(best, lowest);
+    if (lowest >= 0.2 && first_at_threshold < 0) first_at_threshold = j["step"].get<int64_t>();
+  }
+  CHECK(rows > 1);
+  const nlohmann::json summary = nlohmann::json::parse(std::ifstream(out / "summary.json"));
+  // best.h5 and the stop read the lowest K's accuracy, and the run stopped at the first
+  // evaluation where it reached 0.2 (or ran its steps when none did).
+  CHECK(summary["best_valid_acc"].get<double>() == best);
+  CHECK(summary["status"] == (first_at_threshold >= 0 ? "early_stop" : "finished"));
+  if (first_at_threshold >= 0) CHECK(summary["step"].get<int64_t>() == first_at_threshold);
+  CHECK(summary["final_eval"].contains("acc@K=1"));
+  CHECK(summary["final_eval"].contains("acc@K=6"));
+}
+
+TEST_CASE("train: the defaults are the calibrated recipe; a complete old config.ini keeps its own") {
+  // Typed by hand, a run gets the recipe of docs/CALIBRATION.md.
+  const fs::path fresh = scratch("recipe");
+  REQUIRE(run(small_run("mamba", fresh, " --steps 1")).code == 0);
+  const std::string text = read_text(fresh / "config.ini");
+  for (const char* line : {"tie-embeddings = 1\n", "beta2 = 0.95\n", "schedule = wsd\n", "rescale-residual = 1\n"}) {
+    CAPTURE(line);
+    CHECK(text.find(line) != std::string::npos);
+  }
+  // A config.ini that states every option but rescale-residual (one written before it existed)
+  // reads it as 0, as its run had it; a partial config file keeps the default.
+  std::string old;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("rescale-residual", 0) != 0 && line.rfind("out ", 0) != 0)
+      old += line + "\n";
+  write_text(scratch("old.ini"), old);
+  const fs::path again = scratch("again");
+  REQUIRE(run("train --config '" + scratch("old.ini").string() + "' --out '" + again.string() + "'").code == 0);
+  CHECK(read_text(again / "config.ini").find("rescale-residual = 0\n") != std::string::npos);
+  write_text(scratch("partial.ini"), "model = mamba\ntask = mqar\nvocab = 64\nseq-len = 32\nsteps = 1\nd-model = 16\n"
+                                     "threads = 1\nprogress = none\nnum-kv-pairs = 4\n");
+  const fs::path partial = scratch("partial");
+  REQUIRE(run("train --config '" + scratch("partial.ini").string() + "' --out '" + partial.string() + "'").code == 0);
+  CHECK(read_text(partial / "config.ini").find("rescale-residual = 1\n") != std::string::npos);
 }
 
 TEST_CASE("train: metrics lines name their step") {

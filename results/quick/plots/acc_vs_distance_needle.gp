@@ -10,11 +10,8 @@ set grid
 set key below spacing 1.2 height 1
 set logscale x
 set yrange [0:1.02]
-plot 'acc_vs_distance_needle.dat' index 0 with linespoints lw 2 lc 1 title "attention distractors=false steps=1000 window=0 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 1 with linespoints lw 2 lc 2 title "attention distractors=false steps=1000 window=16 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 2 with linespoints lw 2 lc 3 title "linear distractors=false steps=1000 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 3 with linespoints lw 2 lc 4 title "mamba distractors=false steps=1000 lr=0.005", \
-     'acc_vs_distance_needle.dat' index 4 with linespoints lw 2 lc 5 title "attention distractors=true steps=3000 window=0 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 5 with linespoints lw 2 lc 6 title "linear distractors=true steps=3000 lr=0.003", \
-     'acc_vs_distance_needle.dat' index 6 with linespoints lw 2 lc 7 title "mamba distractors=true steps=3000 lr=0.005", \
+plot 'acc_vs_distance_needle.dat' index 0 with linespoints lw 2 lc 1 title "attention window=0 lr=0.003", \
+     'acc_vs_distance_needle.dat' index 1 with linespoints lw 2 lc 2 title "attention window=16 lr=0.003", \
+     'acc_vs_distance_needle.dat' index 2 with linespoints lw 2 lc 3 title "linear lr=0.003", \
+     'acc_vs_distance_needle.dat' index 3 with linespoints lw 2 lc 4 title "mamba lr=0.005", \
      0.0078125 with lines dt 2 lc rgb "gray40" title "chance 0.007812"

@@ -9,6 +9,6 @@ set ylabel "train loss"
 set grid
 set key below spacing 1.2 height 1
 set logscale y
-plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "attention steps=6000 window=0 lr=0.003 seed=0", \
-     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "linear steps=6000 lr=0.003 seed=0", \
-     'loss_mqar.dat' index 2 with lines lw 2 lc 3 title "mamba steps=6000 lr=0.005 seed=0"
+plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "attention window=0 lr=0.003 seed=0", \
+     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "linear lr=0.003 seed=0", \
+     'loss_mqar.dat' index 2 with lines lw 2 lc 3 title "mamba lr=0.01 seed=0"

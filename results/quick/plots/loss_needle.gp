@@ -9,10 +9,7 @@ set ylabel "train loss"
 set grid
 set key below spacing 1.2 height 1
 set logscale y
-plot 'loss_needle.dat' index 0 with lines lw 2 lc 1 title "attention distractors=false steps=1000 window=0 lr=0.003 seed=0", \
-     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "attention distractors=false steps=1000 window=16 lr=0.003 seed=0", \
-     'loss_needle.dat' index 2 with lines lw 2 lc 3 title "linear distractors=false steps=1000 lr=0.003 seed=0", \
-     'loss_needle.dat' index 3 with lines lw 2 lc 4 title "mamba distractors=false steps=1000 lr=0.005 seed=0", \
-     'loss_needle.dat' index 4 with lines lw 2 lc 5 title "attention distractors=true steps=3000 window=0 lr=0.003 seed=0", \
-     'loss_needle.dat' index 5 with lines lw 2 lc 6 title "linear distractors=true steps=3000 lr=0.003 seed=0", \
-     'loss_needle.dat' index 6 with lines lw 2 lc 7 title "mamba distractors=true steps=3000 lr=0.005 seed=0"
+plot 'loss_needle.dat' index 0 with lines lw 2 lc 1 title "attention window=0 lr=0.003 seed=0", \
+     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "attention window=16 lr=0.003 seed=0", \
+     'loss_needle.dat' index 2 with lines lw 2 lc 3 title "linear lr=0.003 seed=0", \
+     'loss_needle.dat' index 3 with lines lw 2 lc 4 title "mamba lr=0.005 seed=0"

@@ -10,11 +10,11 @@ set grid
 set key below spacing 1.2 height 1
 set logscale x
 set logscale y
-plot 'time_decode.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^0.99", \
+plot 'time_decode.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.37", \
      'time_decode.dat' index 1 with lines lw 2 dt 2 lc 1 notitle, \
-     'time_decode.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^-0.02", \
+     'time_decode.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^-0.09", \
      'time_decode.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
-     'time_decode.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^-0.05", \
+     'time_decode.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^-0.01", \
      'time_decode.dat' index 5 with lines lw 2 dt 2 lc 3 notitle, \
-     'time_decode.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^-0.02", \
+     'time_decode.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^-0.00", \
      'time_decode.dat' index 7 with lines lw 2 dt 2 lc 4 notitle

@@ -10,11 +10,11 @@ set grid
 set key below spacing 1.2 height 1
 set logscale x
 set logscale y
-plot 'time_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.90", \
+plot 'time_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.88", \
      'time_mixer.dat' index 1 with lines lw 2 dt 2 lc 1 notitle, \
-     'time_mixer.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.04", \
+     'time_mixer.dat' index 2 with linespoints lw 2 lc 2 title "linear  T^1.14", \
      'time_mixer.dat' index 3 with lines lw 2 dt 2 lc 2 notitle, \
-     'time_mixer.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^1.05", \
+     'time_mixer.dat' index 4 with linespoints lw 2 lc 3 title "mamba  T^1.10", \
      'time_mixer.dat' index 5 with lines lw 2 dt 2 lc 3 notitle, \
-     'time_mixer.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^1.10", \
+     'time_mixer.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^1.09", \
      'time_mixer.dat' index 7 with lines lw 2 dt 2 lc 4 notitle

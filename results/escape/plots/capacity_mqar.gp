@@ -1,0 +1,21 @@
+# Made by `trilemma sweep experiments/escape.grid --out runs/escape` and `trilemma report runs/escape`.
+# Redraw: cd into this folder and run `gnuplot capacity_mqar.gp`.
+set terminal png size 900,600
+set termoption noenhanced
+set output 'capacity_mqar.png'
+set title "mqar: accuracy vs number of pairs K"
+set xlabel "key-value pairs K"
+set ylabel "test token accuracy"
+set grid
+set key below spacing 1.2 height 1
+set yrange [0:1.05]
+set xrange [0:17]
+plot 'capacity_mqar.dat' index 0 with yerrorlines lw 2 lc 1 title "attention", \
+     'capacity_mqar.dat' index 1 with yerrorlines lw 2 lc 2 title "attention window=16", \
+     'capacity_mqar.dat' index 2 with yerrorlines lw 2 lc 3 title "linear", \
+     'capacity_mqar.dat' index 3 with yerrorlines lw 2 lc 4 title "mamba", \
+     'capacity_mqar.dat' index 4 with yerrorlines lw 2 lc 5 title "mamba+attention", \
+     'capacity_mqar.dat' index 5 with yerrorlines lw 2 lc 6 title "mamba+mamba+mamba+attention", \
+     'capacity_mqar.dat' index 6 with yerrorlines lw 2 lc 7 title "linear feature-map=taylor feature-dim=16 short-conv=3", \
+     'capacity_mqar.dat' index 7 with yerrorlines lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16", \
+     0.9 with lines dt 2 lc rgb "gray40" title "capacity threshold 0.9"
