@@ -1,5 +1,5 @@
 // The trilemma command-line tool: `trilemma <command> [options]`.
-// Commands are rows of one table (cli_main.cpp); each lives in its own train/cmd_<name>.cpp and
+// Commands are rows of one table (cli_main.cpp); each lives in its own cli/cmd_<name>.cpp and
 // provides an options builder and a run function. run_cli adds the common options (--config,
 // --threads, --gemm, --help), parses the command line and the config file, applies the runtime
 // settings (unless the command does, as train does with a resumed run's own) and calls run.
@@ -63,7 +63,7 @@ auto in_range(const std::string& option, T lo, T hi) {
 // --seed's notifier where a command takes a seed of its own: any non-negative integer.
 void check_seed(int64_t seed);
 
-// One pair per command, defined in train/cmd_<name>.cpp.
+// One pair per command, defined in cli/cmd_<name>.cpp.
 void info_options(CommandOptions& o);
 int run_info(const po::variables_map& vm);
 void bench_options(CommandOptions& o);

@@ -22,7 +22,7 @@ namespace tri::cli {
 using namespace tri::train;
 namespace {
 
-// Adding a command: write train/cmd_<name>.cpp, declare its pair in cli.hpp, add one row here.
+// Adding a command: write cli/cmd_<name>.cpp, declare its pair in cli.hpp, add one row here.
 const Command kCommands[] = {
     {"train", "train a model on a task into a run folder (checkpoints, metrics, summary); --resume DIR",
      train_options, run_train, true, stop_signals::Policy::finish_then_end_now},

@@ -261,6 +261,9 @@ Grid read_grid(const std::string& path, const TextMap& overrides) {
     if (is_execution_key(key)) throw Error("--set " + key + ": set by the sweep (allowed: the options of a run)");
   GridReader reader(path);
   std::vector<Section> sections = reader.read();
+  // Without a setting, a grid would expand to one run of every default: a wrong or empty file.
+  if (std::all_of(sections.begin(), sections.end(), [](const Section& s) { return s.entries.empty(); }))
+    throw UsageError("grid " + path + ": sets no option (allowed: lines `key = value`, optionally under [section] headers)");
   std::vector<Section> expanded(sections.begin() + (sections.size() > 1 ? 1 : 0), sections.end());
   if (sections.size() == 1) expanded[0].name = "";
 

@@ -164,6 +164,10 @@ TEST_CASE("a bad grid is one line of error before any run starts") {
       {base + "threads = 2\n", "--threads is set by the sweep"},
       {base + "(seq-len, num-kv-pairs) = (32, 4), (64)\n", "holds 1 values for 2 keys"},
       {base + "[a]\nmodel = mamba\n[a]\n", "section [a] appears twice"},
+      // No setting at all would be one run of every default.
+      {"", "sets no option"},
+      {"# a comment only\n\n", "sets no option"},
+      {"[a]\n[b]\n", "sets no option"},
       // 25^3 = 15625 runs: refused from the list lengths alone, before any run is built.
       {base + "seed = " + many + "\nwarmup = " + many + "\nlog-every = " + many + "\n", "expands to more than 10000 runs"},
   };
