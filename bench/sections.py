@@ -1,7 +1,8 @@
-"""The sections of docs/BENCHMARKS.md that measure trilemma alone: decoding speed against the
-context length, the OpenMP wait policy on an idle and on a busy machine, where a training
-step's time goes (--profile), and data-parallel training over MPI ranks. Each writes one markdown file; bench/vs_torch.py --append puts them
-after the comparison with PyTorch.
+"""The sections of a benchmark round's report that measure trilemma alone: decoding speed against
+the context length, the OpenMP wait policy on an idle and on a busy machine, where a training
+step's time goes (--profile), and data-parallel training over MPI ranks. Each writes one markdown
+file; bench/vs_torch.py --append puts them after the comparison with PyTorch, in the round's
+report.md (results/benchmarks/<round>/; bench/benchmarks.sh runs both).
 
 Usage: /usr/bin/python3 bench/sections.py decode|busy|profile|mpi --out FILE [--build build]
        [--threads 2] [--repeats N]

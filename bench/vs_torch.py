@@ -16,15 +16,17 @@ cell, in the same rotation:
   jax             bench/jax_models.py, the whole step under jax.jit (XLA_FLAGS from --threads)
 --anchors picks them (torch113 = the tuned and plain PyTorch 1.13 above); an anchor whose venv is
 missing is reported as absent. The parameter counts of all processes must be equal per cell
-(else exit 1). Writes every raw measurement as JSON lines (--out-jsonl)
-and the report (--out-md, atomically): machine and library versions, the commands, one table
-per config group with medians over rounds and their spread, then any --append markdown files
-(decoding, busy machine, profile sections).
+(else exit 1). Writes a data folder (--out, default results/benchmarks/sweep-<UTC date>-<time>/),
+each file atomically: benchmarks.jsonl (every raw measurement, one JSON line per process and
+round), report.md (machine and library versions, one table per config group with medians over
+rounds and their spread, the targets, the commands, then any --append markdown files: decoding,
+busy machine, profile sections) and README.md (the machine and the command).
+scripts/bench_table.py DIR renders the folder's table against the fastest anchor, from which
+docs/BENCHMARKS.md's opening table is made.
 
 Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
        [--models attention,linear,mamba] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
-       [--anchors torch113,torch2,torch2-compile,jax]
-       [--out-md docs/BENCHMARKS.md] [--out-jsonl docs/benchmarks.jsonl] [--append FILE ...]
+       [--anchors torch113,torch2,torch2-compile,jax] [--out DIR] [--append FILE ...]
 """
 import argparse
 import json
@@ -34,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -319,22 +322,31 @@ def machine(a):
     return info.strip(), tuned, plain
 
 
-HAND_WRITTEN = "<!-- the sections below are written by hand; bench/benchmarks.sh keeps them -->"
+def write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
-def kept_sections(path):
-    """The parts of an existing BENCHMARKS.md that this script does not measure: the text before
-    its first generated section, and everything from the HAND_WRITTEN marker on."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return ["# Benchmarks", ""], []
-    start = text.find("## Training throughput against PyTorch")
-    head = text[:start].rstrip("\n").split("\n") + [""] if start > 0 else ["# Benchmarks", ""]
-    mark = text.find(HAND_WRITTEN)
-    tail = text[mark:].rstrip("\n").split("\n") + [""] if mark >= 0 else []
-    return head, tail
+def shown_path(path):
+    path = os.path.abspath(path)
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
+
+
+def readme(a, info, argv):
+    """The folder's README.md: the machine (from `trilemma info`) and the command."""
+    fields = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    machine = "; ".join(([fields["cpu"]] if "cpu" in fields else [])
+                        + [f"{k}: {fields[k]}" for k in ("threads", "onednn") if k in fields])
+    return "\n".join([f"# {os.path.basename(os.path.normpath(a.out))}", "",
+                      f"Machine: {machine or 'unknown (trilemma info printed no cpu line)'}", "",
+                      "Measured by:", "",
+                      "```", shlex.join([PYTHON] + argv), "```", "",
+                      "`benchmarks.jsonl`: one record per process and round; `report.md`: `trilemma info`, "
+                      "the versions, the tables, the targets, every process's command and the appended "
+                      "sections. The table against the fastest anchor:", "",
+                      "```", f"scripts/bench_table.py {shown_path(a.out)}/", "```", ""])
 
 
 def report(a, rows, argv):
@@ -350,8 +362,10 @@ def report(a, rows, argv):
                 if anchor in a.anchors:
                     env = " ".join(f"{k}={v}" for k, v in anchor_env(a, anchor).items() if k in SHOWN_VARS)
                     cmds.append("  " + (env + " " if env else "") + shlex.join(anchor_cmd(a, config, model, anchor)))
-    head, tail = kept_sections(a.out_md)
-    md = head + ["## Training throughput against PyTorch", "",
+    md = [f"# Benchmark sweep: {os.path.basename(os.path.normpath(a.out))}", "",
+          "Written by bench/vs_torch.py; `scripts/bench_table.py` renders this folder's table against "
+          "the fastest anchor.", "",
+          "## Training throughput against PyTorch", "",
           f"Median milliseconds per training step (forward, backward, clipping, AdamW) over {a.steps} "
           f"steps after {WARMUP} warm-up steps, each cell in its own process, {a.rounds} rounds "
           "alternating trilemma / tuned torch / plain torch (order rotated per round); each entry is "
@@ -376,18 +390,12 @@ def report(a, rows, argv):
     md += targets(rows, a.configs, a.models) + [""]
     md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
            "and per row:", "", "```"] + cmds + ["```", ""]
-    jsonl = os.path.abspath(a.out_jsonl)
-    jsonl = os.path.relpath(jsonl, ROOT) if jsonl.startswith(ROOT + os.sep) else jsonl
-    md += [f"Raw measurements: `{jsonl}` (one JSON line per process).", "",
-           "<!-- further sections (decoding, busy machine, profile) follow, from vs_torch.py --append -->", ""]
+    md += [f"Raw measurements: `{shown_path(a.out_jsonl)}` (one JSON line per process).", ""]
     for extra in a.append or []:
         with open(extra) as f:
             md += [f.read().rstrip(), ""]
-    md += tail
-    tmp = a.out_md + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(md))
-    os.replace(tmp, a.out_md)
+    write_atomically(a.out_md, "\n".join(md))
+    write_atomically(os.path.join(a.out, "README.md"), readme(a, info, argv))
 
 
 def select_anchors(parser, names):
@@ -413,8 +421,9 @@ def main():
     p.add_argument("--processes", type=int, default=1,
                    help="copies of every row run at once, as a sweep's lanes (e.g. 2 with --threads 1)")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out-md", default=os.path.join(ROOT, "docs", "BENCHMARKS.md"))
-    p.add_argument("--out-jsonl", default=os.path.join(ROOT, "docs", "benchmarks.jsonl"))
+    p.add_argument("--out", default=os.path.join(ROOT, "results", "benchmarks",
+                                                 time.strftime("sweep-%Y%m%d-%H%M", time.gmtime())),
+                   help="the data folder: benchmarks.jsonl, report.md, README.md")
     p.add_argument("--append", nargs="*", help="markdown files appended as further sections")
     p.add_argument("--plain-rounds", type=int, default=1 << 30,
                    help="rounds that also run the out-of-the-box PyTorch (default: all)")
@@ -430,12 +439,14 @@ def main():
     for c in a.configs:
         if c not in CONFIGS:
             sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")
+    os.makedirs(a.out, exist_ok=True)
+    a.out_jsonl, a.out_md = os.path.join(a.out, "benchmarks.jsonl"), os.path.join(a.out, "report.md")
     tmp = a.out_jsonl + ".tmp"
     with tempfile.TemporaryDirectory(prefix="trilemma-inductor-") as a.inductor_cache, open(tmp, "w") as log:
         rows = sweep(a, log)
     os.replace(tmp, a.out_jsonl)
     report(a, rows, sys.argv)
-    print(f"wrote {a.out_md} and {a.out_jsonl}")
+    print(f"wrote {a.out_jsonl}, {a.out_md} and README.md; table: scripts/bench_table.py {shown_path(a.out)}/")
 
 
 if __name__ == "__main__":
