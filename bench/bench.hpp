@@ -1,4 +1,5 @@
-// The benchmarks `trilemma bench <name>` runs (cli/cmd_bench.cpp has the table and options),
+// The benchmarks `trilemma bench <name>` runs, their registry (adding one: its function in a
+// file of bench/ plus its line in benchmarks.cpp; its options, if new, in cli/cmd_bench.cpp),
 // and what they share. Performance measurements, not tests: the suite never runs them at full
 // size.
 #pragma once
@@ -54,11 +55,24 @@ struct MixerCost {
 };
 MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats);
 
+struct BenchmarkSpec {
+  std::string name;     // what `trilemma bench` takes
+  std::string summary;  // one line for --help
+  int (*run)(const po::variables_map& vm) = nullptr;  // returns the exit code
+};
+// The entry of `name`; an Error naming the registered benchmarks when there is none.
+const BenchmarkSpec& benchmark_spec(const std::string& name);
+std::vector<std::string> benchmark_names();
+// "<lead> gemm (its summary), mixers (...), ...", for --help.
+std::string benchmarks_help(const std::string& lead);
+
 int bench_gemm(const po::variables_map& vm);
 int bench_mixers(const po::variables_map& vm);
 int bench_data(const po::variables_map& vm);
 int bench_scaling(const po::variables_map& vm);
 int bench_train(const po::variables_map& vm);
+// "<lead> S (d 128, ...), W (...), ...": the sizes `bench train --configs` takes, for --help.
+std::string train_sizes_help(const std::string& lead);
 int bench_decode(const po::variables_map& vm);
 
 }  // namespace tri::bench

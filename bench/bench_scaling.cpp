@@ -207,15 +207,15 @@ std::string series_name(const std::string& family, int64_t window) {
 
 std::vector<std::string> family_list(const std::string& text) {
   std::vector<std::string> out;
-  const std::vector<std::string> known = family_names();
-  std::string allowed;
-  for (const std::string& f : known) allowed += (allowed.empty() ? "" : ", ") + f;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string name = text.substr(start, comma - start);
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw UsageError("--models: unknown model '" + name + "' (allowed: " + allowed + ")");
+    try {
+      family_spec(name);
+    } catch (const Error& e) {
+      throw UsageError("--models " + text + ": " + e.what());
+    }
     out.push_back(name);
     start = comma + 1;
   }

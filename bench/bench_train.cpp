@@ -15,6 +15,7 @@
 
 #include "bench/bench.hpp"
 #include "data/tasks.hpp"
+#include "framework/config/registry.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/runtime/process.hpp"
@@ -41,31 +42,33 @@ namespace {
 // 64; the task the grids train at that length: MQAR with T / 16 pairs, and from T 512 (where
 // MQAR needs a vocabulary above T) the needle, as the grids at T 1024 do.
 struct TrainSize {
-  const char* name;
+  std::string name, summary;  // the --configs value; for --help
   int64_t d_model, n_layers, heads, seq_len, batch;
   bool experiment = false;
 };
-constexpr TrainSize kSizes[] = {{"S", 128, 2, 4, 256, 16},
-                                {"W", 512, 4, 8, 256, 8},
-                                {"L1024", 128, 2, 4, 1024, 4},
-                                {"L2048", 128, 2, 4, 2048, 4},
-                                {"L4096", 128, 2, 4, 4096, 4},
-                                {"E64", 64, 2, 1, 64, 64, true},
-                                {"E256", 64, 2, 1, 256, 64, true},
-                                {"E1024", 64, 2, 1, 1024, 64, true}};
+
+TrainSize train_size(const char* name, int64_t d_model, int64_t n_layers, int64_t heads, int64_t seq_len,
+                     int64_t batch, bool experiment = false) {
+  const std::string summary = "d " + std::to_string(d_model) + ", " + std::to_string(n_layers) + " layers, " +
+                              std::to_string(heads) + (heads == 1 ? " head" : " heads") + ", T " +
+                              std::to_string(seq_len) + ", B " + std::to_string(batch) +
+                              (experiment ? "; the experiments' model: no MLP, tied, vocabulary 512" : "");
+  return {name, summary, d_model, n_layers, heads, seq_len, batch, experiment};
+}
+
+// Adding a size: one line here.
+Registry<TrainSize>& train_sizes() {
+  static Registry<TrainSize> r("--configs", {train_size("S", 128, 2, 4, 256, 16),
+                                             train_size("W", 512, 4, 8, 256, 8),
+                                             train_size("L1024", 128, 2, 4, 1024, 4),
+                                             train_size("L2048", 128, 2, 4, 2048, 4),
+                                             train_size("L4096", 128, 2, 4, 4096, 4),
+                                             train_size("E64", 64, 2, 1, 64, 64, true),
+                                             train_size("E256", 64, 2, 1, 256, 64, true),
+                                             train_size("E1024", 64, 2, 1, 1024, 64, true)});
+  return r;
+}
 constexpr int kWarmupSteps = 2;
-
-std::string size_names() {
-  std::string s;
-  for (const TrainSize& t : kSizes) s += std::string(s.empty() ? "" : ",") + t.name;
-  return s;
-}
-
-const TrainSize& find_size(const std::string& name) {
-  for (const TrainSize& t : kSizes)
-    if (name == t.name) return t;
-  throw UsageError("--configs: unknown configuration '" + name + "' (allowed: " + size_names() + ")");
-}
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
@@ -257,11 +260,14 @@ void print_row(const Json& r) {
 
 }  // namespace
 
+std::string train_sizes_help(const std::string& lead) { return train_sizes().help(lead); }
+
 int bench_train(const po::variables_map& vm) {
   const std::vector<std::string> families = family_list(vm["models"].as<std::string>());
   std::vector<const TrainSize*> sizes;
-  for (const std::string& n : split_commas(vm.count("configs") ? vm["configs"].as<std::string>() : size_names()))
-    sizes.push_back(&find_size(n));
+  for (const std::string& n : split_commas(vm.count("configs") ? vm["configs"].as<std::string>()
+                                                                : joined(train_sizes().names(), ",")))
+    sizes.push_back(as_usage_error([&] { return &train_sizes().find(n); }));
   for (const TrainSize* s : sizes)
     for (const std::string& f : families) train_config(*s, f);  // every row checked before any runs
   const int steps = bench_repeats(vm, 10);

@@ -1,6 +1,7 @@
 #include "cli/arg_parsers.hpp"
 
 #include "cli/cli.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri::cli {
 
@@ -26,19 +27,15 @@ TextMap parse_sets(const std::vector<std::string>& sets) {
   return out;
 }
 
-void check_positions(const ModelConfig& m, int64_t consumed, const std::string& what) {
-  if (m.pos == "learned" && consumed > m.max_seq_len)
-    throw UsageError(what + " needs " + std::to_string(consumed) +
-                     " positions, beyond the checkpoint's learned positions (max-seq-len " +
-                     std::to_string(m.max_seq_len) + ")");
-}
-
 std::vector<int32_t> parse_prompt(const ModelConfig& model, const std::string& text, int64_t max_new) {
   std::vector<int32_t> prompt;
   for (int64_t t : as_usage_error([&] { return parse_int_list("prompt", text, {0, model.vocab - 1}, true); }))
     prompt.push_back(int32_t(t));
-  check_positions(model, int64_t(prompt.size()) + max_new - 1,
-                  "--prompt of " + std::to_string(prompt.size()) + " tokens with --max-new " + std::to_string(max_new));
+  const int64_t positions = int64_t(prompt.size()) + max_new - 1;
+  as_usage_error([&] {
+    check_position_limit(model, positions, "--prompt of " + std::to_string(prompt.size()) + " tokens with --max-new " +
+                                               std::to_string(max_new) + " (" + std::to_string(positions) + " positions)");
+  });
   return prompt;
 }
 

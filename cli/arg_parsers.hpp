@@ -22,8 +22,4 @@ TextMap parse_sets(const std::vector<std::string>& sets);
 // table for --max-new more tokens.
 std::vector<int32_t> parse_prompt(const ModelConfig& model, const std::string& text, int64_t max_new);
 
-// The positions a decoding consumes must exist in the learned positions' table (no limit for
-// other position encodings); `what` names the request in the error.
-void check_positions(const ModelConfig& model, int64_t consumed, const std::string& what);
-
 }  // namespace tri::cli

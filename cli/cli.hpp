@@ -30,7 +30,7 @@ struct CommandOptions {
 
 struct Command {
   const char* name;
-  const char* summary;                    // one line, for `trilemma help`
+  std::string summary;                    // one line, for `trilemma help`
   void (*add_options)(CommandOptions&);
   int (*run)(const po::variables_map&);   // returns the exit code
   bool applies_runtime = false;           // applies --threads/--gemm itself (train)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.hpp"
 #include "framework/runtime/distributed.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "cli/cli.hpp"
@@ -39,7 +40,7 @@ const Command kCommands[] = {
     {"inspect", "a checkpoint's step, config and parameter table (name, shape, count, norm)",
      inspect_options, run_inspect},
     {"info", "print the runtime: version, GEMM backend, BLAS kernel, threads, CPU", info_options, run_info},
-    {"bench", "run a benchmark (gemm, mixers, data, scaling)", bench_options, run_bench},
+    {"bench", "run a benchmark (" + joined(bench::benchmark_names()) + ")", bench_options, run_bench},
     {"data", "show rows of a synthetic task, or dump its batches to HDF5 (show, dump)", data_options, run_data},
 };
 
@@ -57,7 +58,7 @@ const Command* find_command(const std::string& name) {
 
 void print_commands(FILE* out) {
   std::fprintf(out, "usage: trilemma <command> [options]\n\ncommands:\n");
-  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary.c_str());
   std::fprintf(out, "  %-10s %s\n", "help", "list the commands, or `help <command>` for its options");
   std::fprintf(out,
                "\n`trilemma <command> --help` lists a command's options with their defaults.\n"
@@ -95,7 +96,7 @@ std::string usage_line(const Command& cmd, const CommandOptions& co) {
 void print_command_help(const Command& cmd) {
   CommandOptions co;
   cmd.add_options(co);
-  std::printf("%s\n%s\n\n", usage_line(cmd, co).c_str(), cmd.summary);
+  std::printf("%s\n%s\n\n", usage_line(cmd, co).c_str(), cmd.summary.c_str());
   if (!co.named.options().empty()) std::cout << cmd.name << " options:\n" << co.named << "\n";
   std::cout << runtime_options() << command_line_only_options();
 }

@@ -1,5 +1,5 @@
-// trilemma bench <benchmark>: performance measurements (bench/), not tests. Benchmarks are rows
-// of kBenchmarks; each prints the runtime summary first, unless it prints JSON.
+// trilemma bench <benchmark>: performance measurements (bench/), not tests. Benchmarks are the
+// entries of bench/benchmarks.cpp; each prints the runtime summary first, unless it prints JSON.
 #include <cstdio>
 #include <string>
 
@@ -14,25 +14,9 @@ using namespace tri::bench;
 
 namespace {
 
-struct Benchmark {
-  const char* name;
-  int (*run)(const po::variables_map&);
-};
-// Adding a benchmark: one row here and its function in bench/.
-const Benchmark kBenchmarks[] = {
-    {"gemm", bench_gemm}, {"mixers", bench_mixers}, {"data", bench_data}, {"scaling", bench_scaling},
-    {"train", bench_train}, {"decode", bench_decode}};
-
-std::string benchmark_names() {
-  std::string s;
-  for (const Benchmark& b : kBenchmarks) s += std::string(s.empty() ? "" : ", ") + b.name;
-  return s;
-}
-
-const Benchmark& find_benchmark(const std::string& name) {
-  for (const Benchmark& b : kBenchmarks)
-    if (name == b.name) return b;
-  throw UsageError("bench: unknown benchmark '" + name + "' (allowed: " + benchmark_names() + ")");
+// A benchmark's name, checked as the option is read: a UsageError naming the registered ones.
+const BenchmarkSpec& find_benchmark(const std::string& name) {
+  return *as_usage_error([&] { return &benchmark_spec(name); });
 }
 
 void check_sizes(const std::string& option, const std::string& list) {
@@ -45,7 +29,7 @@ void bench_options(CommandOptions& o) {
   o.named.add_options()
       ("benchmark", po::value<std::string>()->value_name("NAME")->required()
                         ->notifier([](const std::string& n) { find_benchmark(n); }),
-       ("the benchmark to run, also the first positional argument: " + benchmark_names()).c_str())
+       benchmarks_help("the benchmark to run, also the first positional argument:").c_str())
       ("sizes", po::value<std::string>()->value_name("LIST")->default_value("256,512,1024,2048")
                     ->notifier([](const std::string& s) { check_sizes("sizes", s); }),
        "gemm: square sizes, comma-separated")
@@ -62,9 +46,7 @@ void bench_options(CommandOptions& o) {
       ("models", po::value<std::string>()->value_name("LIST")->default_value("attention,linear,mamba"),
        "scaling, decode, train: model families, comma-separated")
       ("configs", po::value<std::string>()->value_name("LIST"),
-       "train: sizes, comma-separated, of S (d 128, 2 layers, T 256, B 16), W (d 512, 4 layers, "
-       "8 heads, T 256, B 8), L1024, L2048, L4096 (d 128, 2 layers, B 4), and the experiments' E64, E256, "
-       "E1024 (d 64, 2 layers, 1 head, no MLP, tied, vocabulary 512, B 64, MQAR); default all")
+       train_sizes_help("train: sizes, comma-separated (default all):").c_str())
       ("processes", po::value<int>()->value_name("N")->default_value(1)->notifier(in_range("processes", 1, 64)),
        "train: run N copies of each row at once, as a sweep's lanes do (e.g. 2 with --threads 1); the step time "
        "is the median of their medians")
@@ -98,7 +80,7 @@ void bench_options(CommandOptions& o) {
 }
 
 int run_bench(const po::variables_map& vm) {
-  const Benchmark& b = find_benchmark(vm["benchmark"].as<std::string>());
+  const BenchmarkSpec& b = find_benchmark(vm["benchmark"].as<std::string>());
   if (!vm["json"].as<bool>()) std::printf("%s\n", runtime_summary().c_str());
   return b.run(vm);
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/tasks.hpp"
+#include "framework/config/registry.hpp"
 #include "framework/io/h5.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "cli/cli_options.hpp"
@@ -21,7 +22,7 @@ using namespace tri::train;
 namespace {
 
 void check_action(const std::string& a) {
-  if (a != "show" && a != "dump") throw UsageError("data: unknown action '" + a + "' (allowed: show, dump)");
+  if (a != "show" && a != "dump") throw UsageError(unknown_name("data: action", a, {"show", "dump"}).what());
 }
 
 // Batches first..first+N-1 of B rows as /inputs, /targets (-100 where unscored) and /mask, each
@@ -103,7 +104,7 @@ void data_options(CommandOptions& o) {
       ("split", po::value<std::string>()->value_name("NAME")->default_value("train")
                     ->notifier([](const std::string& s) {
                       if (s != "train" && s != "valid" && s != "eval")
-                        throw UsageError("--split '" + s + "' unknown (allowed: train, valid, eval)");
+                        throw UsageError(unknown_name("--split", s, {"train", "valid", "eval"}).what());
                     }),
        "stream: train, valid (periodic evaluations) or eval (the held-out test stream)")
       ("batch", po::value<int64_t>()->value_name("I")->default_value(0),

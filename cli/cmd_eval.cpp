@@ -10,6 +10,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/io/h5.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "models/position_encodings.hpp"
 #include "cli/cli_options.hpp"
 #include "train/model_io.hpp"
 
@@ -64,9 +65,7 @@ std::vector<int64_t> eval_lengths(const po::variables_map& vm, const TaskConfig&
     } catch (const Error& e) {
       throw UsageError(option + " " + std::to_string(L) + ": " + e.what());
     }
-    if (model.pos == "learned" && L > model.max_seq_len)
-      throw UsageError(option + " " + std::to_string(L) + " exceeds the checkpoint's learned positions (max-seq-len " +
-                       std::to_string(model.max_seq_len) + "; allowed: seq-len <= max-seq-len)");
+    as_usage_error([&] { check_position_limit(model, L, option + " " + std::to_string(L)); });
   }
   return lengths;
 }

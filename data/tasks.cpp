@@ -100,7 +100,7 @@ uint64_t stream_seed(uint64_t base_seed, const std::string& split) {
   if (split == "train") return seed_mix(base_seed, 0x7472'6169'6E00'0001ull);
   if (split == "eval") return seed_mix(base_seed, 0x6576'616C'0000'0002ull);
   if (split == "valid") return seed_mix(base_seed, 0x7661'6C69'6400'0003ull);
-  throw Error("split '" + split + "' unknown (allowed: train, valid, eval)");
+  throw unknown_name("split", split, {"train", "valid", "eval"});
 }
 
 Batch make_batch(const TaskConfig& cfg, uint64_t seed, uint64_t batch_index, int64_t batch_size) {

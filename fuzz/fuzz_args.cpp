@@ -8,6 +8,7 @@
 
 #include "fuzz/fuzz_input.hpp"
 #include "cli/arg_parsers.hpp"
+#include "models/position_encodings.hpp"
 
 namespace {
 
@@ -34,7 +35,7 @@ void prompt(const std::string& text) {
     const std::vector<int32_t> p = tri::cli::parse_prompt(m, text, 4);
     for (int32_t t : p)
       if (t < 0 || t >= m.vocab) finding("a token outside the vocabulary accepted", text);
-    if (m.pos == std::string("learned") && int64_t(p.size()) + 3 > m.max_seq_len)
+    if (m.position().table && int64_t(p.size()) + 3 > m.max_seq_len)
       finding("a prompt beyond the positions' table accepted", text);
   }
 }

@@ -7,6 +7,7 @@
 #include "framework/ops/positions.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
@@ -64,7 +65,7 @@ AttentionOptions options_for(const ModelConfig& cfg) {
   AttentionOptions opt;
   opt.causal = true;
   opt.window = cfg.options<MultiHeadAttentionOptions>().window;
-  if (cfg.pos == "alibi") opt.alibi_slopes = alibi_slopes(cfg.options<HeadOptions>().n_heads);
+  if (cfg.position().alibi) opt.alibi_slopes = alibi_slopes(cfg.options<HeadOptions>().n_heads);
   return opt;
 }
 
@@ -97,7 +98,7 @@ MultiHeadAttention::MultiHeadAttention(const ModelConfig& c, Rng& rng) : HeadMix
 
 Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& residual) {
   auto [q, k, v] = project(x);  // [B, T, H, Dh]
-  if (cfg.pos == "rope") {
+  if (cfg.position().rotary) {
     q = rope(q, 0);
     k = rope(k, 0);
   }
@@ -119,7 +120,7 @@ Tensor MultiHeadAttention::step(const Tensor& x, MixerState& state) {
   KVCache& cache = state_as<KVCache>(state, "attention");
   check_step_input(x, cache.batch);
   auto [q, k, v] = project_step(x, cache.windows);  // [B, 1, H, Dh]
-  if (cfg.pos == "rope") {
+  if (cfg.position().rotary) {
     q = rope(q, cache.pos);
     k = rope(k, cache.pos);
   }

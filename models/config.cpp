@@ -6,19 +6,11 @@
 #include <typeinfo>
 
 #include "models/family.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
 namespace {
-
-// Every position encoding some family supports, in the order the families list them.
-std::vector<std::string> all_positions() {
-  std::vector<std::string> out;
-  for (const FamilySpec* f : families())
-    for (const std::string& p : f->positions)
-      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-  return out;
-}
 
 // Family names in a mixers list: separated by commas, spaces or '+'.
 std::vector<std::string> split_mixers(const std::string& text) {
@@ -77,6 +69,7 @@ ModelConfig ModelConfig::of(const std::string& name) {
 }
 
 const FamilySpec& ModelConfig::spec() const { return family_spec(family); }
+const PositionSpec& ModelConfig::position() const { return position_spec(pos); }
 
 std::vector<std::string> ModelConfig::layer_families() const {
   return mixers.empty() ? std::vector<std::string>{family} : split_mixers(mixers);
@@ -148,9 +141,7 @@ void ModelConfig::visit(FieldVisitor& v) {
   follow_families();
   v.integer("d-model", d_model, {1, 1 << 16}, "model width");
   v.integer("n-layers", n_layers, {1, 1024}, "blocks");
-  v.choice("pos", pos, all_positions(),
-           "positions: none, sinusoidal, learned (added to the embeddings), rope, alibi (in attention); "
-           "each model takes its own");
+  v.choice("pos", pos, position_names(), positions_help("positions, each model taking those it lists:"));
   v.choice("norm", norm, {"pre", "post"}, "pre: x + f(LN(x)); post: LN(x + f(x)) as the book's block");
   v.choice("mlp", mlp, {"none", "gelu"}, "none or gelu (d_ff = 4 d-model) after each mixer");
   v.boolean("tie-embeddings", tie_embeddings, "use the embedding as the output head");
@@ -183,9 +174,9 @@ void ModelConfig::validate() const {
   if (std::find(f.positions.begin(), f.positions.end(), pos) == f.positions.end())
     throw Error("--pos '" + pos + "' is not allowed for model " + family + " (allowed: " +
                 joined(f.positions) + ")");
-  if (pos == "learned" && max_seq_len < 1)
-    throw Error("--max-seq-len " + std::to_string(max_seq_len) +
-                ": learned positions need a table size (allowed: 1..16777216)");
+  if (position().table && max_seq_len < 1)
+    throw Error("--max-seq-len " + std::to_string(max_seq_len) + ": " + pos +
+                " positions need a table size (allowed: 1..16777216)");
   if (f.validate) f.validate(*this);
 }
 

@@ -13,13 +13,14 @@
 namespace tri {
 
 struct FamilySpec;
+struct PositionSpec;
 
 struct ModelConfig : Options {
   std::string family = "attention";  // a registered family: attention | linear | mamba | ...
   int64_t vocab = 16;                // from the task (not an option of its own)
   int64_t d_model = 64;
   int64_t n_layers = 2;
-  std::string pos = "none";          // none | sinusoidal | learned | rope | alibi (the family's)
+  std::string pos = "none";          // a registered encoding the family lists: none | rope | ...
   std::string norm = "pre";          // pre: X + f(LN(X)); post: LN(X + f(X)) as the book's block
   std::string mlp = "gelu";          // none | gelu (d_ff = 4 d_model)
   // The calibrated recipe's defaults (docs/CALIBRATION.md): tied embeddings and rescaled residual
@@ -44,6 +45,7 @@ struct ModelConfig : Options {
   static ModelConfig of(const std::string& family);
 
   const FamilySpec& spec() const;
+  const PositionSpec& position() const;  // the entry of `pos` (models/position_encodings.hpp)
   // The family of each entry of `mixers` ({family} when it is empty).
   std::vector<std::string> layer_families() const;
   bool hybrid() const { return !mixers.empty(); }

@@ -1,6 +1,7 @@
 #include "models/family.hpp"
 
 #include "framework/config/registry.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
@@ -20,6 +21,7 @@ Registry<FamilySpec>& registry() {
 
 void register_family(FamilySpec spec) {
   if (!spec.make) throw Error("register_family: family '" + spec.name + "' needs make");
+  for (const std::string& p : spec.positions) position_spec(p);  // an Error names the registered ones
   registry().add(std::move(spec));
 }
 

@@ -28,7 +28,7 @@ struct FamilySpec {
   // the mixer ("norm1"; mamba_ssm calls it "norm").
   Norm::Kind norm = Norm::Kind::layer;
   std::string first_norm = "norm1";
-  std::vector<std::string> positions;  // the position encodings it supports
+  std::vector<std::string> positions;  // the position encodings it supports (position_names())
   // Checks across fields beyond each field's range (may be empty); throws a one-line Error.
   std::function<void(const ModelConfig&)> validate;
   std::string decode_state;  // what its decoding step carries, for reports

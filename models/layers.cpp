@@ -1,6 +1,7 @@
 #include "layers.hpp"
 
 #include "framework/core/init.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
@@ -45,8 +46,8 @@ void validate_heads(const ModelConfig& cfg) {
   if (cfg.d_model % H != 0)
     throw Error("--d-model " + std::to_string(cfg.d_model) + " is not divisible by --n-heads " +
                 std::to_string(H));
-  if (cfg.pos == "rope" && (cfg.d_model / H) % 2 != 0)
-    throw Error("--pos rope needs an even head width, got d-model / n-heads = " +
+  if (cfg.position().rotary && (cfg.d_model / H) % 2 != 0)
+    throw Error("--pos " + cfg.pos + " needs an even head width, got d-model / n-heads = " +
                 std::to_string(cfg.d_model / H));
 }
 

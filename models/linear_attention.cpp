@@ -4,6 +4,7 @@
 #include "framework/kernels/linear_attention.hpp"
 #include "framework/ops/positions.hpp"
 #include "models/family.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
@@ -33,10 +34,10 @@ int64_t feature_dim_of(const ModelConfig& cfg) {
 void validate_linear_attention(const ModelConfig& cfg) {
   validate_heads(cfg);
   const LinearAttentionOptions& o = cfg.options<LinearAttentionOptions>();
-  if (o.feature_map == "taylor" && cfg.pos == "rope")
-    throw Error("--pos rope does not apply to --feature-map taylor (allowed with taylor: --pos none, sinusoidal or learned)");
-  if (cfg.pos == "rope" && feature_dim_of(cfg) % 2 != 0)
-    throw Error("--pos rope needs an even --feature-dim, got " + std::to_string(o.feature_dim));
+  if (o.feature_map == "taylor" && cfg.position().rotary)
+    throw Error("--pos " + cfg.pos + " does not apply to --feature-map taylor (allowed with taylor: --pos none, sinusoidal or learned)");
+  if (cfg.position().rotary && feature_dim_of(cfg) % 2 != 0)
+    throw Error("--pos " + cfg.pos + " needs an even --feature-dim, got " + std::to_string(o.feature_dim));
 }
 }  // namespace
 
@@ -84,7 +85,7 @@ Tensor LinearAttention::phi(const Tensor& x) const {
 
 Tensor LinearAttention::forward(const Tensor& x, const Tensor& residual) {
   auto [q, k, v] = project(x);  // q, k [B, T, H, F]; v [B, T, H, Dh]
-  if (cfg.pos == "rope") {      // never with taylor (validate_linear_attention)
+  if (cfg.position().rotary) {  // never with taylor (validate_linear_attention)
     q = phi(q);
     k = phi(k);
     return out_proj(merge_heads(linear_attention(rope(q, 0), rope(k, 0), v, q, k)), residual);
@@ -111,7 +112,7 @@ Tensor LinearAttention::step(const Tensor& x, MixerState& state) {
   auto [q, k, v] = project_step(x, s.windows);  // [B, 1, H, *]
   q = phi(q);
   k = phi(k);
-  Tensor o = cfg.pos == "rope"
+  Tensor o = cfg.position().rotary
                  ? linear_attention_step(rope(q, s.pos), rope(k, s.pos), v, s.S, s.z, q, k)
                  : linear_attention_step(q, k, v, s.S, s.z);
   s.pos += 1;

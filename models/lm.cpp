@@ -4,6 +4,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
 #include "models/family.hpp"
+#include "models/position_encodings.hpp"
 
 namespace tri {
 
@@ -20,7 +21,7 @@ LanguageModel::LanguageModel(const ModelConfig& config, uint64_t seed) : cfg_(co
   // Registered in PyTorch's state_dict order.
   embedding = init_normal(Shape{cfg.vocab, D}, rng, 0.f, 0.02f);
   add_parameter("backbone.embedding.weight", embedding, false);
-  if (cfg.pos == "learned") {
+  if (cfg.position().table) {
     pos_embedding = init_normal(Shape{cfg.max_seq_len, D}, rng, 0.f, 0.02f);
     add_parameter("backbone.pos_embedding.weight", pos_embedding, false);
   }
@@ -41,12 +42,10 @@ Tensor LanguageModel::embed(const IntTensor& ids, int64_t offset) const {
     throw Error("language model: ids " + ids.shape().str() + " must be [B, T]");
   const int64_t T = ids.shape()[1], D = cfg_.d_model;
   Tensor x = tri::embedding(embedding, ids);  // [B, T, D]
-  if (cfg_.pos == "sinusoidal") x = x + sinusoidal_positions(T, D, offset);
-  if (cfg_.pos == "learned") {
-    if (offset + T > cfg_.max_seq_len)
-      throw Error("language model: position " + std::to_string(offset + T - 1) +
-                  " is beyond max_seq_len = " + std::to_string(cfg_.max_seq_len) +
-                  " of the learned positions");
+  const PositionSpec& pos = cfg_.position();
+  if (pos.sinusoids) x = x + sinusoidal_positions(T, D, offset);
+  if (pos.table) {
+    check_position_limit(cfg_, offset + T, "language model: input to position " + std::to_string(offset + T - 1));
     x = x + slice(pos_embedding, 0, offset, offset + T);
   }
   return x;

@@ -43,7 +43,7 @@ class LanguageModel : public Module {
 
   const ModelConfig& config() const { return cfg_; }
 
-  Tensor embedding, pos_embedding;  // pos_embedding only for pos == "learned"
+  Tensor embedding, pos_embedding;  // pos_embedding only for an encoding with a table (learned)
   std::vector<std::unique_ptr<Block>> layers;
   std::unique_ptr<Norm> norm_f;
   std::unique_ptr<Linear> lm_head;  // null when tied to the embedding

@@ -12,6 +12,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "models/attention.hpp"
+#include "models/position_encodings.hpp"
 #include "report/gnuplot.hpp"
 #include "train/model_io.hpp"
 
@@ -93,9 +94,7 @@ TaskConfig task_at_length(const LoadedModel& loaded, int64_t L) {
     throw UsageError("--seq-len " + std::to_string(L) + ": " + e.what());
   }
   const ModelConfig& m = loaded.config.model;
-  if (m.pos == "learned" && L > m.max_seq_len)
-    throw UsageError("--seq-len " + std::to_string(L) + " exceeds the checkpoint's learned positions (max-seq-len " +
-                     std::to_string(m.max_seq_len) + "; allowed: seq-len <= max-seq-len)");
+  as_usage_error([&] { check_position_limit(m, L, "--seq-len " + std::to_string(L)); });
   return t;
 }
 

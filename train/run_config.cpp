@@ -4,6 +4,8 @@
 
 #include "framework/runtime/runtime.hpp"
 #include "models/family.hpp"
+#include "models/position_encodings.hpp"
+#include "train/optimizers.hpp"
 
 namespace tri::train {
 
@@ -12,7 +14,7 @@ constexpr int64_t kBig = int64_t(1) << 40;
 }  // namespace
 
 void OptimizerConfig::visit(FieldVisitor& v) {
-  v.choice("optimizer", optimizer, {"adamw", "sgd"}, "adamw or sgd");
+  v.choice("optimizer", optimizer, optimizer_names(), optimizers_help("the optimizer:"));
   v.real("lr", lr, {0.0, 10.0}, "peak learning rate");
   v.real("beta1", beta1, {0.0, 0.999999}, "adamw beta1");
   v.real("beta2", beta2, {0.0, 0.999999999}, "adamw beta2");
@@ -24,9 +26,7 @@ void OptimizerConfig::visit(FieldVisitor& v) {
 }
 
 void ScheduleConfig::visit(FieldVisitor& v) {
-  v.choice("schedule", schedule, {"cosine", "constant", "wsd"},
-           "learning rate after warm-up: cosine (to min-lr at the last step), constant, or wsd (constant, "
-           "then linearly to min-lr over the last --decay-fraction of the steps)");
+  v.choice("schedule", schedule, schedule_names(), schedules_help("learning rate after warm-up:"));
   v.integer("warmup", warmup, {0, kBig}, "linear warm-up steps (beyond --steps: warm-up throughout)");
   v.real("min-lr", min_lr, {0.0, 10.0}, "cosine and wsd schedules: final learning rate (at most --lr)");
   v.real("decay-fraction", decay_fraction, {0.0, 1.0}, "wsd schedule: the share of the steps over which it decays",
@@ -130,13 +130,9 @@ void RunConfig::validate() const {
     } catch (const Error& e) {
       throw Error("--eval-lengths " + std::to_string(L) + ": " + e.what());
     }
-    if (model.pos == "learned" && L > model.max_seq_len)
-      throw Error("--eval-lengths " + std::to_string(L) + " exceeds the learned positions' --max-seq-len " +
-                  std::to_string(model.max_seq_len) + " (allowed: lengths <= max-seq-len)");
+    check_position_limit(model, L, "--eval-lengths " + std::to_string(L));
   }
-  if (model.pos == "learned" && task.length() > model.max_seq_len)
-    throw Error("--seq-len " + std::to_string(task.length()) + " exceeds the learned positions' --max-seq-len " +
-                std::to_string(model.max_seq_len) + " (allowed: seq-len <= max-seq-len)");
+  check_position_limit(model, task.length(), "--seq-len " + std::to_string(task.length()));
 }
 
 namespace {

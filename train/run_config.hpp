@@ -18,8 +18,8 @@ namespace tri::train {
 using Json = nlohmann::ordered_json;
 
 struct OptimizerConfig : Options {
-  std::string optimizer = "adamw";  // adamw | sgd
-  double lr = 1e-3;                 // the peak learning rate
+  std::string optimizer = "adamw";  // a registered optimizer (train/optimizers.hpp): adamw | sgd
+  double lr = 1e-3;                 // the peak learning rate, the run's one copy of it
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;  // beta2: the recipe's (docs/CALIBRATION.md)
   double weight_decay = 0.1;        // decoupled (adamw) or L2 (sgd); never on norms, biases, embeddings
   double momentum = 0;              // sgd
@@ -29,7 +29,7 @@ struct OptimizerConfig : Options {
 };
 
 struct ScheduleConfig : Options {
-  std::string schedule = "wsd";     // wsd (the recipe's) | cosine | constant, after a linear warm-up
+  std::string schedule = "wsd";     // a registered schedule (framework/optim/optim.hpp): wsd (the recipe's) | cosine | constant, after a linear warm-up
   int64_t warmup = 50;
   double min_lr = 0;                // cosine, wsd: the learning rate at the last step
   double decay_fraction = 0.2;      // wsd: the last share of the steps, decaying to min_lr

@@ -85,23 +85,6 @@ float all_reduce_gradients(const std::vector<Parameter>& params, float loss, std
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model) {
-  if (c.optimizer == "sgd") {
-    SGDOptions o;
-    o.lr = c.lr;
-    o.momentum = c.momentum;
-    o.weight_decay = c.weight_decay;
-    return std::make_unique<SGD>(model.parameters(), o);
-  }
-  AdamWOptions o;
-  o.lr = c.lr;
-  o.beta1 = c.beta1;
-  o.beta2 = c.beta2;
-  o.eps = c.eps;
-  o.weight_decay = c.weight_decay;
-  return std::make_unique<AdamW>(model.parameters(), o);
-}
-
 Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(config), dir_(dir) {
   const uint64_t seed = uint64_t(config_.run.seed);
   const ScheduleConfig& s = config_.schedule;

@@ -23,12 +23,10 @@
 #include "framework/optim/optim.hpp"
 #include "models/lm.hpp"
 #include "train/checkpoint.hpp"
+#include "train/optimizers.hpp"
 #include "train/run_config.hpp"
 
 namespace tri::train {
-
-// The run's optimizer over the model's parameters (AdamW or SGD, with its decay groups).
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, const Module& model);
 
 class Trainer {
  public:

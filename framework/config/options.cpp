@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "framework/config/registry.hpp"
 #include "framework/core/tensor.hpp"
 
 namespace tri {
@@ -256,8 +257,8 @@ class RangeChecker : public FieldVisitor {
   void on(const ChoiceSpec& f, std::string& v) override {
     for (const std::string& a : f.allowed)
       if (v == a) return;
-    throw Error("--" + f.key + " '" + v + "' " + (f.fixed ? "is not supported" : "unknown") +
-                " (allowed: " + joined(f.allowed, ", ") + ")");
+    if (!f.fixed) throw unknown_name("--" + f.key, v, f.allowed);
+    throw Error("--" + f.key + " '" + v + "' is not supported (allowed: " + joined(f.allowed, ", ") + ")");
   }
   void on(const IntListSpec& f, std::vector<int64_t>& v) override {
     if (v.empty() && !f.optional)

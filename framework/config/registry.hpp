@@ -1,5 +1,7 @@
-// A registry of named entries (model families, tasks): the built-ins, listed once, and those a
-// program or a test adds at run time. Entries never move, so references to them stay valid.
+// A registry of named entries (model families, tasks, position encodings, optimizers, schedules,
+// benchmarks): the built-ins, listed once, and those a program or a test adds at run time.
+// Entries never move, so references to them stay valid. Every name a user types is looked up in
+// one, so "unknown (allowed: ...)" is written once, here.
 #pragma once
 #include <deque>
 #include <string>
@@ -10,9 +12,18 @@
 
 namespace tri {
 
-// Spec has `std::string name`, `std::string summary`, a factory `options()` of the entry's
-// options and `std::type_index options_type`, which the registry fills from that factory once,
-// so that checking a config's options against its entry costs no construction.
+// The one message for a name that is not among `allowed`:
+//   --task 'sort' unknown (allowed: copy, selective-copy, mqar, induction, needle)
+inline Error unknown_name(const std::string& option, const std::string& name, const std::vector<std::string>& allowed) {
+  std::string list;
+  for (const std::string& a : allowed) list.append(list.empty() ? "" : ", ").append(a);
+  return Error(option + " '" + name + "' unknown (allowed: " + list + ")");
+}
+
+// Spec has `std::string name` and `std::string summary`. Specs with options (families, tasks)
+// also have a factory `options()` of the entry's options and `std::type_index options_type`,
+// which the registry fills from that factory once, so that checking a config's options against
+// its entry costs no construction.
 template <class Spec>
 class Registry {
  public:
@@ -22,18 +33,24 @@ class Registry {
   }
 
   void add(Spec spec) {
-    for (const Spec& s : entries_)
-      if (s.name == spec.name) throw Error("register: " + option_ + " '" + spec.name + "' exists already");
-    if (!spec.options) throw Error("register: " + option_ + " '" + spec.name + "' has no options");
-    const auto defaults = spec.options();
-    spec.options_type = typeid(*defaults);
+    if (has(spec.name)) throw Error("register: " + option_ + " '" + spec.name + "' exists already");
+    if constexpr (requires { spec.options_type; }) {
+      if (!spec.options) throw Error("register: " + option_ + " '" + spec.name + "' has no options");
+      const auto defaults = spec.options();
+      spec.options_type = typeid(*defaults);
+    }
     entries_.push_back(std::move(spec));
+  }
+  bool has(const std::string& name) const {
+    for (const Spec& s : entries_)
+      if (s.name == name) return true;
+    return false;
   }
   // The entry of `name`; an Error naming the registered ones when there is none.
   const Spec& find(const std::string& name) const {
     for (const Spec& s : entries_)
       if (s.name == name) return s;
-    throw Error(option_ + " '" + name + "' unknown (allowed: " + names_text() + ")");
+    throw unknown_name(option_, name, names());
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;
@@ -55,11 +72,6 @@ class Registry {
  private:
   std::string option_;
   std::deque<Spec> entries_;
-  std::string names_text() const {
-    std::string t;
-    for (const Spec& s : entries_) t.append(t.empty() ? "" : ", ").append(s.name);
-    return t;
-  }
 };
 
 }  // namespace tri

@@ -221,18 +221,12 @@ void Optimizer::restore_state(const std::string& param_name, const ParamState& s
 // ---------------------------------------------------------------------------------------------
 // AdamW
 
-AdamW::AdamW(std::vector<Parameter> params, const AdamWOptions& opt)
-    : Optimizer(std::move(params), opt.lr, {"exp_avg", "exp_avg_sq"}), opt_(opt) {
+AdamW::AdamW(std::vector<Parameter> params, double lr, const AdamWOptions& opt)
+    : Optimizer(std::move(params), lr, {"exp_avg", "exp_avg_sq"}), opt_(opt) {
   check_range("adamw", "beta1", opt.beta1, 0.0, 1.0, true);
   check_range("adamw", "beta2", opt.beta2, 0.0, 1.0, true);
   check_range("adamw", "eps", opt.eps, 0.0, kInf, false);
   check_range("adamw", "weight_decay", opt.weight_decay, 0.0, kInf, false);
-}
-
-AdamWOptions AdamW::options() const {
-  AdamWOptions o = opt_;
-  o.lr = lr_;
-  return o;
 }
 
 std::string AdamW::describe() const {
@@ -290,8 +284,8 @@ void AdamW::step() {
 // ---------------------------------------------------------------------------------------------
 // SGD
 
-SGD::SGD(std::vector<Parameter> params, const SGDOptions& opt)
-    : Optimizer(std::move(params), opt.lr,
+SGD::SGD(std::vector<Parameter> params, double lr, const SGDOptions& opt)
+    : Optimizer(std::move(params), lr,
                 opt.momentum != 0 ? std::vector<std::string>{"momentum_buffer"}
                                   : std::vector<std::string>{}),
       opt_(opt) {
@@ -301,12 +295,6 @@ SGD::SGD(std::vector<Parameter> params, const SGDOptions& opt)
   if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0))
     throw Error("sgd: nesterov = true needs momentum > 0 and dampening = 0 (got momentum = " +
                 number_text(opt.momentum) + ", dampening = " + number_text(opt.dampening) + ")");
-}
-
-SGDOptions SGD::options() const {
-  SGDOptions o = opt_;
-  o.lr = lr_;
-  return o;
 }
 
 std::string SGD::describe() const {

@@ -70,9 +70,12 @@ class Optimizer {
   std::vector<std::string> slot_names_;
 };
 
+// PyTorch's default learning rate. The rate is no option of its own: a run's is its config's
+// --lr, which the optimizer starts at and the schedule sets each step (set_lr).
+constexpr double kDefaultLr = 1e-3;
+
 // Defaults are PyTorch's.
 struct AdamWOptions {
-  double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
@@ -86,12 +89,12 @@ struct AdamWOptions {
 //   p  -= (lr / (1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 class AdamW : public Optimizer {
  public:
-  explicit AdamW(std::vector<Parameter> params, const AdamWOptions& opt = {});
+  explicit AdamW(std::vector<Parameter> params, double lr = kDefaultLr, const AdamWOptions& opt = {});
   void step() override;
   const char* name() const override { return "adamw"; }
   std::string describe() const override;
   std::map<std::string, double> hyperparameters() const override;
-  AdamWOptions options() const;
+  const AdamWOptions& options() const { return opt_; }
   Tensor exp_avg(const std::string& param_name) const { return slot(param_name, "exp_avg"); }
   Tensor exp_avg_sq(const std::string& param_name) const { return slot(param_name, "exp_avg_sq"); }
 
@@ -100,7 +103,6 @@ class AdamW : public Optimizer {
 };
 
 struct SGDOptions {
-  double lr = 1e-3;
   double momentum = 0;
   double dampening = 0;
   double weight_decay = 0;
@@ -114,12 +116,12 @@ struct SGDOptions {
 //   p  -= lr*g
 class SGD : public Optimizer {
  public:
-  explicit SGD(std::vector<Parameter> params, const SGDOptions& opt = {});
+  explicit SGD(std::vector<Parameter> params, double lr = kDefaultLr, const SGDOptions& opt = {});
   void step() override;
   const char* name() const override { return "sgd"; }
   std::string describe() const override;
   std::map<std::string, double> hyperparameters() const override;
-  SGDOptions options() const;
+  const SGDOptions& options() const { return opt_; }
   Tensor momentum_buffer(const std::string& param_name) const {
     return slot(param_name, "momentum_buffer");
   }
@@ -137,25 +139,43 @@ double clip_grad_norm(const std::vector<Parameter>& params, double max_norm);
 
 // Learning rate as a function of the update index (0 for the first update).
 //   warm-up (step < warmup):  base_lr * (step+1) / warmup
-//   constant, after warm-up:  base_lr
-//   cosine, after warm-up:    min_lr + 0.5*(base_lr - min_lr)*(1 + cos(pi*progress)),
+//   after warm-up, the schedule's own rate (schedule_spec(kind).after_warmup):
+//   constant:                 base_lr
+//   cosine:                   min_lr + 0.5*(base_lr - min_lr)*(1 + cos(pi*progress)),
 //                             progress = (step - warmup) / max(1, total - warmup), clamped to [0, 1]
-//   wsd (warm-up, stable, decay), after warm-up: base_lr until the decay starts at
+//   wsd (warm-up, stable, decay): base_lr until the decay starts at
 //                             start = max(warmup, total - round(decay_fraction * total)), then
 //                             linearly to min_lr: min_lr + (base_lr - min_lr) * (total - step) / (total - start)
 // so cosine and wsd reach min_lr at step == total and stay there. wsd keeps the full rate through
 // a plateau's escape, which cosine has already cut.
+class LrSchedule;
+
+// One schedule: the --schedule value, a line for --help, and its rate after the warm-up.
+struct ScheduleSpec {
+  std::string name;
+  std::string summary;
+  double (*after_warmup)(const LrSchedule& s, int64_t step) = nullptr;
+  bool ends_at_min_lr = false;  // decays to min_lr (its describe() states min_lr)
+  bool has_decay_start = false;  // holds base_lr until decay_start (its describe() states it)
+};
+// The entry of `name`; an Error naming the registered schedules when there is none.
+const ScheduleSpec& schedule_spec(const std::string& name);
+std::vector<std::string> schedule_names();
+// "<lead> constant (its summary), cosine (...), ...", for --help.
+std::string schedules_help(const std::string& lead);
+
 class LrSchedule {
  public:
-  // kind: "constant", "cosine" or "wsd". Requires base_lr >= 0, 0 <= min_lr <= base_lr,
+  // kind: a registered schedule (schedule_names()). Requires base_lr >= 0, 0 <= min_lr <= base_lr,
   // 0 <= warmup_steps <= total_steps, 0 <= decay_fraction <= 1; min_lr is used by cosine and
-  // wsd, decay_fraction by wsd.
+  // wsd, decay_fraction by wsd. base_lr is the run's --lr: the schedule scales it, the optimizer
+  // takes each step's value from lr_at (Optimizer::set_lr).
   LrSchedule(const std::string& kind, double base_lr, int64_t warmup_steps, int64_t total_steps,
              double min_lr = 0.0, double decay_fraction = 0.2);
   double lr_at(int64_t step) const;
   std::string describe() const;  // one line, for the printed config
 
-  const std::string& kind() const { return kind_; }
+  const std::string& kind() const { return spec_->name; }
   double base_lr() const { return base_lr_; }
   double min_lr() const { return min_lr_; }
   int64_t warmup_steps() const { return warmup_; }
@@ -163,7 +183,7 @@ class LrSchedule {
   int64_t decay_start() const { return decay_start_; }  // wsd: the first step of the decay
 
  private:
-  std::string kind_;
+  const ScheduleSpec* spec_;  // registry entries never move
   double base_lr_, min_lr_;
   int64_t warmup_, total_, decay_start_;
 };

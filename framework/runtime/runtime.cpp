@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "framework/config/registry.hpp"
 #include "framework/core/tensor.hpp"
 #include "framework/kernels/tile_kernels.hpp"
 
@@ -133,7 +134,7 @@ void set_gemm_backend(const std::string& name) {
     mkl::load();  // fails here, with the reason, rather than at the first GEMM
     g_backend = GemmBackend::mkl;
   } else {
-    throw Error("--gemm: unknown backend '" + name + "' (allowed: " + gemm_backend_names(", ") + ")");
+    throw unknown_name("--gemm", name, gemm_backend_names());
   }
 }
 

@@ -277,7 +277,7 @@ TEST_CASE("eval and generate: bad input is one line on stderr, exit 1 or 2") {
       {"eval " + q(mqar) + " --gen-acc 1", 2, "--gen-acc"},
       {"eval " + q(mqar) + " --max-len 9", 2, "--max-len"},
       {"eval " + q(ck) + " --task nope", 2, "--task 'nope' unknown"},
-      {"eval " + q(learned) + " --lengths 15,40", 2, "--lengths 40 exceeds the checkpoint's learned positions (max-seq-len 15"},
+      {"eval " + q(learned) + " --lengths 15,40", 2, "--lengths 40 exceeds the learned positions (--max-seq-len 15; allowed: at most 15 positions)"},
       {"eval " + q(ck) + " --dump " + q(no_folder), 1, no_folder.string()},
       {"eval " + q(ck) + " --dump " + q(dir_target), 1, dir_target.string()},
       {"generate " + q(mqar), 2, "generate needs --prompt for task mqar"},

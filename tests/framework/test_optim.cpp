@@ -105,11 +105,11 @@ TEST_CASE("AdamW and SGD follow their formulas (float64 re-implementations)") {
   constexpr int kSteps = 4;
 
   SUBCASE("AdamW, weight decay on w only") {
+    const double lr = 0.05;
     AdamWOptions o;
-    o.lr = 0.05;
     o.weight_decay = 0.3;
     std::vector<Parameter> params = deep_copy(init);
-    AdamW opt(params, o);
+    AdamW opt(params, lr, o);
     for (int t = 1; t <= kSteps; t++) {
       set_grads(params, t);
       opt.step();
@@ -122,11 +122,11 @@ TEST_CASE("AdamW and SGD follow their formulas (float64 re-implementations)") {
         const Tensor g = grad_at(init[j], j, t);
         for (size_t i = 0; i < p.size(); i++) {
           const double gi = g.data()[i];
-          p[i] -= o.lr * wd * p[i];
+          p[i] -= lr * wd * p[i];
           m[i] = o.beta1 * m[i] + (1 - o.beta1) * gi;
           v[i] = o.beta2 * v[i] + (1 - o.beta2) * gi * gi;
           const double denom = std::sqrt(v[i]) / std::sqrt(1 - std::pow(o.beta2, t)) + o.eps;
-          p[i] -= o.lr / (1 - std::pow(o.beta1, t)) * m[i] / denom;
+          p[i] -= lr / (1 - std::pow(o.beta1, t)) * m[i] / denom;
         }
       }
       CAPTURE(init[j].name);
@@ -140,14 +140,14 @@ TEST_CASE("AdamW and SGD follow their formulas (float64 re-implementations)") {
   SUBCASE("SGD with momentum and weight decay on w only, with dampening or nesterov") {
     for (bool nesterov : {false, true}) {
       CAPTURE(nesterov);
+      const double lr = 0.1;
       SGDOptions o;
-      o.lr = 0.1;
       o.momentum = 0.9;
       o.dampening = nesterov ? 0.0 : 0.2;
       o.weight_decay = 0.05;
       o.nesterov = nesterov;
       std::vector<Parameter> params = deep_copy(init);
-      SGD opt(params, o);
+      SGD opt(params, lr, o);
       for (int t = 1; t <= kSteps; t++) {
         set_grads(params, t);
         opt.step();
@@ -161,7 +161,7 @@ TEST_CASE("AdamW and SGD follow their formulas (float64 re-implementations)") {
             double d = g.data()[i] + wd * p[i];
             buf[i] = t == 1 ? d : o.momentum * buf[i] + (1 - o.dampening) * d;
             d = nesterov ? d + o.momentum * buf[i] : buf[i];
-            p[i] -= o.lr * d;
+            p[i] -= lr * d;
           }
         }
         CAPTURE(init[j].name);
@@ -186,17 +186,15 @@ TEST_CASE("decay=false parameters are not decayed; zero-grad and grad-less param
 
   SUBCASE("AdamW") {
     AdamWOptions o;
-    o.lr = 0.1;
     o.weight_decay = 0.5;
-    opt = std::make_unique<AdamW>(params, o);
-    decay_factor = 1 - o.lr * o.weight_decay;
+    opt = std::make_unique<AdamW>(params, 0.1, o);
+    decay_factor = 1 - 0.1 * o.weight_decay;
   }
   SUBCASE("SGD") {  // without momentum, which would accumulate the decay term itself
     SGDOptions o;
-    o.lr = 0.1;
     o.weight_decay = 0.5;
-    opt = std::make_unique<SGD>(params, o);
-    decay_factor = 1 - o.lr * o.weight_decay;
+    opt = std::make_unique<SGD>(params, 0.1, o);
+    decay_factor = 1 - 0.1 * o.weight_decay;
   }
   const std::string name = opt->name();
   CAPTURE(name);
@@ -293,10 +291,9 @@ TEST_CASE("optimizer state restores exactly: identical next steps") {
     auto make = [&](const std::vector<Parameter>& params) -> std::unique_ptr<Optimizer> {
       if (kind == 0) return std::make_unique<AdamW>(params);
       SGDOptions o;
-      o.lr = 0.05;
       o.momentum = 0.9;
       o.weight_decay = 0.01;
-      return std::make_unique<SGD>(params, o);
+      return std::make_unique<SGD>(params, 0.05, o);
     };
     std::vector<Parameter> a = {make_param("x", {6, 5}, true, 12), make_param("y", {5}, false, 13)};
     auto opt_a = make(a);
@@ -332,10 +329,10 @@ TEST_CASE("bad optimizer arguments and state throw one-line errors") {
   auto adamw = [&](auto edit) {
     AdamWOptions o;
     edit(o);
-    return [o, &params] { AdamW opt(params, o); };
+    return [o, &params] { AdamW opt(params, kDefaultLr, o); };
   };
-  check_error(adamw([](AdamWOptions& o) { o.lr = -1; }), {"lr", "-1"});
-  check_error(adamw([](AdamWOptions& o) { o.lr = NAN; }), {"lr", "nan"});
+  check_error([&] { AdamW opt(params, -1); }, {"lr", "-1"});
+  check_error([&] { AdamW opt(params, NAN); }, {"lr", "nan"});
   check_error(adamw([](AdamWOptions& o) { o.beta1 = 1.0; }), {"beta1", "1", "< 1"});
   check_error(adamw([](AdamWOptions& o) { o.beta2 = -0.1; }), {"beta2", "-0.1"});
   check_error(adamw([](AdamWOptions& o) { o.eps = -1e-8; }), {"eps", "-1e-08"});
@@ -344,7 +341,7 @@ TEST_CASE("bad optimizer arguments and state throw one-line errors") {
   auto sgd = [&](auto edit) {
     SGDOptions o;
     edit(o);
-    return [o, &params] { SGD opt(params, o); };
+    return [o, &params] { SGD opt(params, kDefaultLr, o); };
   };
   check_error(sgd([](SGDOptions& o) { o.momentum = -0.9; }), {"momentum", "-0.9"});
   check_error(sgd([](SGDOptions& o) { o.nesterov = true; }), {"nesterov", "momentum = 0"});

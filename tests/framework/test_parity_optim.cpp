@@ -80,21 +80,19 @@ std::unique_ptr<Optimizer> make_optimizer(const H5File& f, const std::string& ru
   const std::string kind = f.attr_string(run, "optimizer");
   if (kind == "adamw") {
     AdamWOptions o;
-    o.lr = f.attr_double(run, "lr");
     o.beta1 = f.attr_double(run, "beta1");
     o.beta2 = f.attr_double(run, "beta2");
     o.eps = f.attr_double(run, "eps");
     o.weight_decay = f.attr_double(run, "weight_decay");
-    return std::make_unique<AdamW>(std::move(params), o);
+    return std::make_unique<AdamW>(std::move(params), f.attr_double(run, "lr"), o);
   }
   REQUIRE(kind == "sgd");
   SGDOptions o;
-  o.lr = f.attr_double(run, "lr");
   o.momentum = f.attr_double(run, "momentum");
   o.dampening = f.attr_double(run, "dampening");
   o.weight_decay = f.attr_double(run, "weight_decay");
   o.nesterov = f.attr_int(run, "nesterov") != 0;
-  return std::make_unique<SGD>(std::move(params), o);
+  return std::make_unique<SGD>(std::move(params), f.attr_double(run, "lr"), o);
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ TEST_CASE("copy gen_acc through greedy_decode equals gen_acc through full forwar
     LanguageModel m(small(f, task.vocab_size()), 3);
     // A brief training run, so that some rows are copied exactly and the comparison has
     // right and wrong rows to agree on.
-    AdamW opt(m.parameters(), AdamWOptions{.lr = 1e-2, .weight_decay = 0.0});
+    AdamW opt(m.parameters(), 1e-2, AdamWOptions{.weight_decay = 0.0});
     const uint64_t train_stream = stream_seed(1, "train");
     for (uint64_t step = 0; step < 120; ++step) {
       const Batch b = make_batch(task, train_stream, step, 16);

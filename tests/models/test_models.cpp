@@ -32,6 +32,7 @@
 #include "models/lm.hpp"
 #include "models/linear_attention.hpp"
 #include "models/mamba.hpp"
+#include "models/position_encodings.hpp"
 
 using namespace tri;
 using namespace trilemma_test;
@@ -321,8 +322,9 @@ TEST_CASE("decoding errors name the problem") {
   ModelConfig cfg = small("attention", "learned");
   cfg.max_seq_len = 4;
   LanguageModel model(cfg, 1);
-  CHECK(error_of([&] { model.forward(random_ids(1, 5, cfg.vocab, 1)); }).find("max_seq_len = 4") !=
-        std::string::npos);
+  CHECK(error_of([&] { model.forward(random_ids(1, 5, cfg.vocab, 1)); }) ==
+        "language model: input to position 4 exceeds the learned positions (--max-seq-len 4; allowed: at most 4 "
+        "positions)");
   DecodeState st = model.new_decode_state(2);
   CHECK(error_of([&] { model.step(random_ids(1, 1, cfg.vocab, 1), st); }).find("must be [2, 1]") !=
         std::string::npos);
@@ -360,7 +362,7 @@ Names checkpoint_names(const ModelConfig& c) {
   const auto [E, N, R, K] = mamba ? mamba_sizes(c) : MambaSizes{};
   Names n = {{"backbone.embedding.weight", {V, D}}, {"backbone.norm_f.weight", {D}}};
   if (!mamba) n.push_back({"backbone.norm_f.bias", {D}});
-  if (c.pos == "learned") n.push_back({"backbone.pos_embedding.weight", {c.max_seq_len, D}});
+  if (c.position().table) n.push_back({"backbone.pos_embedding.weight", {c.max_seq_len, D}});
   if (!c.tie_embeddings) n.push_back({"lm_head.weight", {V, D}});
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string l = "backbone.layers." + std::to_string(i) + ".";
@@ -405,7 +407,7 @@ int64_t expected_count(const ModelConfig& c) {
   int64_t mixer = mamba ? 2 * E * D + E * K + E + (R + 2 * N) * E + E * R + E + E * N + E + D * E
                         : 4 * D * D + (bias ? 4 * D : 0);
   int64_t layer = norm + mixer + (c.mlp != "none" ? norm + 8 * D * D + 5 * D : 0);
-  return V * D * (c.tie_embeddings ? 1 : 2) + (c.pos == "learned" ? c.max_seq_len * D : 0) +
+  return V * D * (c.tie_embeddings ? 1 : 2) + (c.position().table ? c.max_seq_len * D : 0) +
          c.n_layers * layer + norm;
 }
 

@@ -6,7 +6,9 @@
 //    two families or tasks share is the same option in both;
 //  - every built-in family names its PyTorch twin, and tests/torch/models.py maps the family to
 //    that class;
-//  - registering a taken name is an error.
+//  - registering a taken name is an error;
+//  - the registries of position encodings, optimizers, schedules and benchmarks list their names,
+//    and an unknown name is one line naming it and the allowed ones, the same line everywhere.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -19,12 +21,17 @@
 #include "framework/core/argmax.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
+#include "bench/bench.hpp"
+#include "framework/config/registry.hpp"
+#include "framework/optim/optim.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
+#include "models/position_encodings.hpp"
 #include "tests/compare.hpp"
 #include "tests/run_binary.hpp"
 #include "cli/cli.hpp"
 #include "cli/cli_options.hpp"
+#include "train/optimizers.hpp"
 
 using namespace tri;
 namespace fs = std::filesystem;
@@ -280,4 +287,75 @@ TEST_CASE("registering a taken name is an error; unknown names list the register
   CHECK_THROWS_WITH_AS(register_task(lag_task()), doctest::Contains("'lag' exists already"), Error);
   CHECK_THROWS_WITH_AS(family_spec("rnn"), doctest::Contains("(allowed: attention, linear, mamba, shift)"), Error);
   CHECK_THROWS_WITH_AS(task_spec("sort"), doctest::Contains("needle, lag)"), Error);
+}
+
+TEST_CASE("each registry lists its names; an unknown name is the one line naming the allowed ones") {
+  using Names = std::vector<std::string>;
+  CHECK(position_names() == Names{"none", "sinusoidal", "learned", "rope", "alibi"});
+  CHECK(schedule_names() == Names{"constant", "cosine", "wsd"});
+  CHECK(train::optimizer_names() == Names{"adamw", "sgd"});
+  CHECK(bench::benchmark_names() == Names{"gemm", "mixers", "data", "scaling", "train", "decode"});
+  auto message = [](auto lookup) {
+    try {
+      lookup();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message([] { position_spec("relative"); }) ==
+        "--pos 'relative' unknown (allowed: none, sinusoidal, learned, rope, alibi)");
+  CHECK(message([] { schedule_spec("linear"); }) == "--schedule 'linear' unknown (allowed: constant, cosine, wsd)");
+  CHECK(message([] { LrSchedule("linear", 1e-3, 0, 10); }) ==
+        "--schedule 'linear' unknown (allowed: constant, cosine, wsd)");
+  CHECK(message([] { train::optimizer_spec("adam"); }) == "--optimizer 'adam' unknown (allowed: adamw, sgd)");
+  CHECK(message([] { bench::benchmark_spec("gpu"); }) ==
+        "benchmark 'gpu' unknown (allowed: gemm, mixers, data, scaling, train, decode)");
+  // A choice field's check says it in the same words.
+  train::OptimizerConfig c;
+  c.optimizer = "adam";
+  CHECK(message([&] { check_ranges(c); }) == "--optimizer 'adam' unknown (allowed: adamw, sgd)");
+  CHECK(unknown_name("--x", "y", {"a", "b"}).what() == std::string("--x 'y' unknown (allowed: a, b)"));
+}
+
+TEST_CASE("registry entries: optimizers build their own kind, encodings state what they do") {
+  LanguageModel m(ModelConfig::of("mamba"), 1);
+  for (const std::string& name : train::optimizer_names()) {
+    train::OptimizerConfig c;
+    c.optimizer = name;
+    c.lr = 0.25;
+    const std::unique_ptr<Optimizer> opt = train::make_optimizer(c, m);
+    CHECK(opt->name() == name);
+    CHECK(opt->lr() == 0.25);  // the config's --lr, the one place it is set
+  }
+  for (const std::string& name : position_names()) {
+    const PositionSpec& p = position_spec(name);
+    CHECK(p.table == (name == "learned"));
+    CHECK(p.rotary == (name == "rope"));
+    CHECK(p.alibi == (name == "alibi"));
+    CHECK(p.sinusoids == (name == "sinusoidal"));
+  }
+  for (const FamilySpec* f : families())
+    for (const std::string& p : f->positions) CHECK_NOTHROW(position_spec(p));
+  FamilySpec odd = shift_family();
+  odd.name = "odd-positions";
+  odd.positions = {"none", "relative"};
+  CHECK_THROWS_WITH_AS(register_family(odd), doctest::Contains("--pos 'relative' unknown"), Error);
+  // The learned table's limit, checked in one place.
+  ModelConfig learned = ModelConfig::of("attention");
+  learned.pos = "learned", learned.max_seq_len = 32;
+  CHECK_NOTHROW(check_position_limit(learned, 32, "--seq-len 32"));
+  CHECK_THROWS_WITH_AS(check_position_limit(learned, 33, "--seq-len 33"),
+                       "--seq-len 33 exceeds the learned positions (--max-seq-len 32; allowed: at most 32 positions)",
+                       Error);
+  learned.pos = "rope";
+  CHECK_NOTHROW(check_position_limit(learned, 1 << 20, "--seq-len 1048576"));
+}
+
+TEST_CASE("the command line: unknown benchmarks are one line, and help lists every benchmark") {
+  const auto [code, err] = run_cli_stderr("bench gpu");
+  CHECK(code == 2);
+  CHECK(err == "trilemma: benchmark 'gpu' unknown (allowed: gemm, mixers, data, scaling, train, decode)\n");
+  const std::string help = trilemma_test::capture("'" TRILEMMA_BINARY "' help");
+  CHECK(help.find("run a benchmark (gemm, mixers, data, scaling, train, decode)") != std::string::npos);
 }

@@ -62,7 +62,7 @@ struct Trained {
   LanguageModel model;
   AdamW opt;
   Trained(const ModelConfig& c, uint64_t seed, int steps)
-      : model(c, seed), opt(model.parameters(), AdamWOptions{.lr = 3e-3}) {
+      : model(c, seed), opt(model.parameters(), 3e-3) {
     for (int s = 0; s < steps; ++s) train_step(model, opt, 100 + s);
   }
 };
