@@ -8,10 +8,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "data/batch_dump.hpp"
 #include "data/tasks.hpp"
 #include "framework/config/registry.hpp"
-#include "framework/io/h5.hpp"
-#include "framework/io/atomic_file.hpp"
 #include "cli/cli_options.hpp"
 #include "train/run_config.hpp"
 
@@ -25,37 +24,21 @@ void check_action(const std::string& a) {
   if (a != "show" && a != "dump") throw UsageError(unknown_name("data: action", a, {"show", "dump"}).what());
 }
 
-// Batches first..first+N-1 of B rows as /inputs, /targets (-100 where unscored) and /mask, each
-// [N, B, T] int32; attributes: task, split, seed, first_batch and the task's resolved options as
-// `key = value` lines (task_config). Written atomically.
+// Batches first..first+N-1 of B rows as /inputs, /targets and /mask, each [N, B, T]; attributes:
+// task, split, seed, first_batch and the task's resolved options as `key = value` lines
+// (task_config).
 void dump_batches(const TaskConfig& c, const po::variables_map& vm, uint64_t stream, int64_t first, int64_t rows) {
-  const std::string path = vm["out"].as<std::string>();
-  const int64_t n = vm["batches"].as<int64_t>(), T = c.length();
-  std::vector<int32_t> inputs, targets, mask;
-  for (int64_t i = 0; i < n; ++i) {
-    const Batch b = make_batch(c, stream, uint64_t(first + i), rows);
-    inputs.insert(inputs.end(), b.inputs.values().begin(), b.inputs.values().end());
-    targets.insert(targets.end(), b.targets.values().begin(), b.targets.values().end());
-    mask.insert(mask.end(), b.mask.begin(), b.mask.end());
-  }
+  const std::string path = vm["out"].as<std::string>(), split = vm["split"].as<std::string>();
+  const int64_t n = vm["batches"].as<int64_t>(), seed = vm["seed"].as<int64_t>();
   TextMap text;
   write_text(c, text);
-  write_atomically(path, [&](const std::string& tmp) {
-    H5File f(tmp, H5File::Mode::create);
-    const Shape shape{n, rows, T};
-    f.write_ints("/inputs", shape, inputs);
-    f.write_ints("/targets", shape, targets);
-    f.write_ints("/mask", shape, mask);
-    f.set_attr("/", "task", c.task);
-    f.set_attr("/", "split", vm["split"].as<std::string>());
-    f.set_attr("/", "seed", vm["seed"].as<int64_t>());
-    f.set_attr("/", "first_batch", first);
-    f.set_attr("/", "task_config", config_file_text(text));
-    f.flush();
-  });
+  BatchDump d = stream_dump(c, stream, first, n, rows);
+  d.attrs = {{"task", c.task}, {"split", split}, {"seed", seed}, {"first_batch", first},
+             {"task_config", config_file_text(text)}};
+  write_batch_dump(path, d);
   std::printf("dump: %s (task %s, %s stream of seed %lld: batches %lld..%lld of %lld x %lld tokens)\n", path.c_str(),
-              c.task.c_str(), vm["split"].as<std::string>().c_str(), (long long)vm["seed"].as<int64_t>(),
-              (long long)first, (long long)(first + n - 1), (long long)rows, (long long)T);
+              c.task.c_str(), split.c_str(), (long long)seed, (long long)first, (long long)(first + n - 1),
+              (long long)rows, (long long)c.length());
 }
 
 // Prints one row in blocks of `per_line` positions: position, inputs, [targets] where scored.

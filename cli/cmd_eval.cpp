@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "data/batch_dump.hpp"
 #include "data/evaluate.hpp"
 #include "framework/core/autograd.hpp"
-#include "framework/io/h5.hpp"
-#include "framework/io/atomic_file.hpp"
 #include "models/position_encodings.hpp"
 #include "cli/cli_options.hpp"
 #include "train/model_io.hpp"
@@ -68,28 +67,6 @@ std::vector<int64_t> eval_lengths(const po::variables_map& vm, const TaskConfig&
     as_usage_error([&] { check_position_limit(model, L, option + " " + std::to_string(L)); });
   }
   return lengths;
-}
-
-struct DumpInfo {
-  std::string path, checkpoint, task;
-  int64_t step;
-};
-
-// /inputs, /targets (-100 where unscored), /mask [B, T] int32 and /logits [B, T, V] float32,
-// written atomically: a failure leaves no file behind.
-void write_dump(const DumpInfo& d, const Batch& batch, const Tensor& logits) {
-  write_atomically(d.path, [&](const std::string& tmp) {
-    H5File f(tmp, H5File::Mode::create);
-    f.write_ints("/inputs", batch.inputs.shape(), batch.inputs.values());
-    f.write_ints("/targets", batch.targets.shape(), batch.targets.values());
-    f.write_ints("/mask", batch.inputs.shape(), std::vector<int32_t>(batch.mask.begin(), batch.mask.end()));
-    f.write("/logits", logits);
-    f.set_attr("/", "checkpoint", d.checkpoint);
-    f.set_attr("/", "step", d.step);
-    f.set_attr("/", "task", d.task);
-    f.set_attr("/", "seq_len", batch.inputs.shape()[1]);
-    f.flush();
-  });
 }
 
 void print_table(const std::vector<EvalResult>& results) {
@@ -170,13 +147,20 @@ int run_eval(const po::variables_map& vm) {
   if (gen_acc && !generative)
     throw UsageError("--gen-acc 1 is for tasks with a generated answer, such as copy (the task is " + task.task + ")");
 
-  const DumpInfo dump{vm.count("dump") ? vm["dump"].as<std::string>() : "", path, task.task, loaded.meta.step};
-  bool dump_pending = !dump.path.empty();
+  const std::string dump_path = vm.count("dump") ? vm["dump"].as<std::string>() : "";
+  bool dump_pending = !dump_path.empty();
   LanguageModel& model = *loaded.model;
   const BatchLogits logits_of = [&](const Batch& batch) {
     NoGradGuard no_grad;
     Tensor logits = model.forward(batch.inputs);
-    if (dump_pending) write_dump(dump, batch, logits), dump_pending = false;
+    if (dump_pending) {
+      BatchDump d = batch_dump(batch);
+      d.logits = logits;
+      d.attrs = {{"checkpoint", path}, {"step", loaded.meta.step}, {"task", task.task},
+                 {"seq_len", batch.inputs.shape()[1]}};
+      write_batch_dump(dump_path, d);
+      dump_pending = false;
+    }
     return logits;
   };
   const GreedyDecoder decode = greedy_decoder(model);
@@ -191,7 +175,7 @@ int run_eval(const po::variables_map& vm) {
   std::printf("evaluation stream of seed %llu: %lld batch%s of %lld rows per length\n", (unsigned long long)s.seed,
               (long long)s.batches, s.batches == 1 ? "" : "es", (long long)s.batch_size);
   print_table(results);
-  if (!dump.path.empty()) std::printf("dump: %s (the first batch at seq_len %lld)\n", dump.path.c_str(), (long long)lengths[0]);
+  if (!dump_path.empty()) std::printf("dump: %s (the first batch at seq_len %lld)\n", dump_path.c_str(), (long long)lengths[0]);
   return 0;
 }
 

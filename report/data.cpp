@@ -8,6 +8,7 @@
 #include <set>
 
 #include "framework/core/tensor.hpp"
+#include "train/run_records.hpp"
 
 namespace tri::report {
 
@@ -15,108 +16,84 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Field readers: null or absent is "unknown"; a value of the wrong type is an error naming it.
-std::optional<double> opt_number(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return std::nullopt;
-  if (!j[key].is_number()) throw Error(std::string("field '") + key + "' is not a number");
-  return j[key].get<double>();
+using train::json_int;
+using train::json_number;
+using train::json_string;
+
+std::optional<double> as_double(const std::optional<int64_t>& v) {
+  return v ? std::optional<double>(double(*v)) : std::nullopt;
 }
 
-std::optional<int64_t> opt_int(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return std::nullopt;
-  if (!j[key].is_number_integer()) throw Error(std::string("field '") + key + "' is not an integer");
-  return j[key].get<int64_t>();
-}
-
-std::string opt_string(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
-  if (!j[key].is_string()) throw Error(std::string("field '") + key + "' is not a string");
-  return j[key].get<std::string>();
-}
-
-// needle's "acc@250": the accuracy at distance 250 (a number, or an object with "acc").
-void read_acc_at(const Json& extra, std::map<int64_t, double>& out) {
-  if (!extra.is_object()) return;
-  for (const auto& [key, v] : extra.items()) {
+// needle's "acc@250": the accuracy at distance 250.
+void read_acc_at(const train::ExtraValues& extra, std::map<int64_t, double>& out) {
+  for (const auto& [key, v] : extra) {
     if (key.rfind("acc@", 0) != 0) continue;
     const std::string d = key.substr(4);
-    if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos) continue;
-    const Json& acc = v.is_object() && v.contains("acc") ? v["acc"] : v;
-    if (acc.is_number()) out[std::stoll(d)] = acc.get<double>();
+    if (!d.empty() && d.find_first_not_of("0123456789") == std::string::npos) out[std::stoll(d)] = v;
   }
 }
 
 // mqar's accuracy by pairs K: a mix's acc@K=k, or the token accuracy of a run at one K.
-void read_acc_at_pairs(const Json& extra, RunRow& r) {
+void read_acc_at_pairs(const train::ExtraValues& extra, RunRow& r) {
   const Json pairs = r.value("num-kv-pairs");
   const Json one = pairs.is_array() && pairs.size() == 1 ? pairs[0] : pairs;
   if (one.is_number_integer()) {
     if (r.token_acc) r.acc_at_pairs[one.get<int64_t>()] = *r.token_acc;
     return;
   }
-  if (!extra.is_object()) return;
-  for (const auto& [key, v] : extra.items()) {
-    if (key.rfind("acc@K=", 0) != 0 || !v.is_number()) continue;
+  for (const auto& [key, v] : extra) {
+    if (key.rfind("acc@K=", 0) != 0) continue;
     const std::string k = key.substr(6);
-    if (!k.empty() && k.find_first_not_of("0123456789") == std::string::npos) r.acc_at_pairs[std::stoll(k)] = v.get<double>();
+    if (!k.empty() && k.find_first_not_of("0123456789") == std::string::npos) r.acc_at_pairs[std::stoll(k)] = v;
   }
 }
 
-RunRow parse_run(const Json& j, int line) {
-  if (!j.is_object()) throw Error("not a JSON object");
+// The report's view of a results row: what it groups and averages, by distance and by K.
+RunRow run_of(const train::ResultsRow& row, int line) {
   RunRow r;
   r.line = line;
-  r.id = opt_string(j, "id");
-  if (r.id.empty()) throw Error("missing field 'id'");
-  r.section = opt_string(j, "section");
-  r.status = opt_string(j, "status");
-  r.error = opt_string(j, "error");
-  r.model = opt_string(j, "model");
-  r.task = opt_string(j, "task");
-  if (j.contains("config") && !j["config"].is_null()) {
-    if (!j["config"].is_object()) throw Error("field 'config' is not an object");
-    r.config = j["config"];
+  r.id = row.id;
+  r.section = row.section;
+  r.status = row.status;
+  r.error = row.error.value_or("");
+  r.model = row.model;
+  r.task = row.task;
+  r.config = row.config;
+  r.parameters = as_double(row.parameters);
+  r.state_bytes = as_double(row.state_bytes);
+  r.chance = row.chance;
+  r.step = row.step;
+  r.steps = row.steps;
+  if (const std::optional<train::StepScores>& f = row.final_eval) {
+    r.token_acc = f->token_acc;
+    r.seq_acc = f->seq_acc;
+    r.loss = f->loss;
+    read_acc_at(f->extra, r.acc_at);
+    if (r.task == "mqar") read_acc_at_pairs(f->extra, r);
   }
-  r.parameters = opt_number(j, "parameters");
-  r.state_bytes = opt_number(j, "state_bytes");
-  r.chance = opt_number(j, "chance");
-  r.step = opt_int(j, "step");
-  r.steps = opt_int(j, "steps");
-  if (j.contains("final") && j["final"].is_object()) {
-    const Json& f = j["final"];
-    r.token_acc = opt_number(f, "token_acc");
-    r.seq_acc = opt_number(f, "seq_acc");
-    r.loss = opt_number(f, "loss");
-    if (f.contains("extra")) read_acc_at(f["extra"], r.acc_at);
-    if (r.task == "mqar") read_acc_at_pairs(f.value("extra", Json()), r);
-  }
-  if (j.contains("valid") && j["valid"].is_object()) r.valid_acc = opt_number(j["valid"], "token_acc");
-  if (j.contains("lengths") && j["lengths"].is_array())
-    for (const Json& l : j["lengths"]) {
-      const std::optional<int64_t> t = opt_int(l, "seq_len");
-      const std::optional<double> acc = opt_number(l, "token_acc");
-      if (t && acc) r.lengths.emplace_back(*t, *acc);
-    }
+  if (row.final_valid) r.valid_acc = row.final_valid->token_acc;
+  for (const train::LengthScores& l : row.lengths)
+    if (l.token_acc) r.lengths.emplace_back(l.seq_len, *l.token_acc);
   return r;
 }
 
 ScalingRow parse_scaling(const Json& j) {
   if (!j.is_object()) throw Error("not a JSON object");
   ScalingRow s;
-  s.model = opt_string(j, "model");
-  s.what = opt_string(j, "what");
-  const std::optional<int64_t> t = opt_int(j, "seq_len");
-  const std::optional<double> ms = opt_number(j, "ms");
+  s.model = json_string(j, "model");
+  s.what = json_string(j, "what");
+  const std::optional<int64_t> t = json_int(j, "seq_len");
+  const std::optional<double> ms = json_number(j, "ms");
   if (s.model.empty() || s.what.empty() || !t || !ms)
     throw Error("needs model, what, seq_len and ms");
   s.seq_len = *t;
   s.ms = *ms;
-  s.batch = opt_int(j, "batch").value_or(0);
-  s.d_model = opt_int(j, "d_model").value_or(0);
-  s.n_layers = opt_int(j, "n_layers").value_or(0);
-  s.window = std::max<int64_t>(0, opt_int(j, "window").value_or(0));
-  s.peak_bytes = opt_number(j, "peak_bytes");
-  s.state_bytes = opt_number(j, "state_bytes");
+  s.batch = json_int(j, "batch").value_or(0);
+  s.d_model = json_int(j, "d_model").value_or(0);
+  s.n_layers = json_int(j, "n_layers").value_or(0);
+  s.window = std::max<int64_t>(0, json_int(j, "window").value_or(0));
+  s.peak_bytes = json_number(j, "peak_bytes");
+  s.state_bytes = json_number(j, "state_bytes");
   if (j.contains("layer_state_bytes") && j["layer_state_bytes"].is_array())
     for (const Json& b : j["layer_state_bytes"])
       if (b.is_number()) s.layer_state_bytes.push_back(b.get<double>());
@@ -190,11 +167,10 @@ Sweep read_sweep(const std::string& dir) {
   if (!fs::is_regular_file(results)) throw Error(results + ": missing (not a sweep folder?)");
   std::vector<std::string> named_varying;
   read_json_lines(results, [&](const Json& j, int line) {
-    s.runs.push_back(parse_run(j, line));
-    if (j.contains("varying") && j["varying"].is_array())
-      for (const Json& k : j["varying"])
-        if (k.is_string() && std::find(named_varying.begin(), named_varying.end(), k) == named_varying.end())
-          named_varying.push_back(k.get<std::string>());
+    const train::ResultsRow row = j.get<train::ResultsRow>();
+    s.runs.push_back(run_of(row, line));
+    for (const std::string& k : row.varying)
+      if (std::find(named_varying.begin(), named_varying.end(), k) == named_varying.end()) named_varying.push_back(k);
   });
   if (s.runs.empty()) throw Error(results + ": holds no runs");
   s.varying = named_varying.empty() ? computed_varying(s.runs) : named_varying;
@@ -360,8 +336,8 @@ std::vector<std::pair<double, double>> read_loss_curve(const std::string& metric
   std::vector<std::pair<double, double>> curve;
   if (!fs::is_regular_file(metrics_path)) return curve;
   read_json_lines(metrics_path, [&](const Json& j, int) {
-    if (!j.is_object() || opt_string(j, "split") != "train") return;
-    const std::optional<double> step = opt_number(j, "step"), loss = opt_number(j, "loss");
+    if (!j.is_object() || json_string(j, "split") != "train") return;
+    const std::optional<double> step = json_number(j, "step"), loss = json_number(j, "loss");
     if (step && loss) curve.emplace_back(*step, *loss);
   });
   return curve;

@@ -15,7 +15,8 @@ namespace tri::report {
 
 using Json = nlohmann::ordered_json;
 
-// One row of results.jsonl. Unknown fields (a pending or failed run) are empty optionals.
+// The report's view of a row of results.jsonl (read as a train::ResultsRow): what it groups and
+// averages. Unknown fields (a pending or failed run) are empty optionals.
 struct RunRow {
   int line = 0;  // in results.jsonl, for messages
   std::string id, section, status, error, model, task;

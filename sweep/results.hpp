@@ -8,6 +8,7 @@
 #include <string>
 
 #include "train/run_config.hpp"
+#include "train/run_records.hpp"
 #include "sweep/grid.hpp"
 
 namespace tri::sweep {
@@ -21,8 +22,8 @@ std::string error_path(const std::string& dir, const std::string& id);
 std::string run_status(const std::string& dir, const std::string& id);
 bool is_done(const std::string& status);
 
-// The run's row (the fields of results.jsonl; unknown ones null).
-train::Json result_row(const SweepRun& run, const std::string& dir, const Grid& grid);
+// The run's row, from its grid entry and its summary.json (fields it has no value for are empty).
+train::ResultsRow result_row(const SweepRun& run, const std::string& dir, const Grid& grid);
 
 // Rewrites results.jsonl and results.csv from what is on disk, atomically.
 void write_results(const std::string& dir, const Grid& grid);

@@ -137,10 +137,10 @@ class SweepRunner {
     if (ok) {
       fs::remove(error_path(dir_, r.id), ec);
       ++finished_;
-      const Json row = result_row(r, dir_, grid_);
-      outcome = row["status"].get<std::string>();
-      if (row["final"].is_object() && row["final"]["token_acc"].is_number())
-        outcome += ", eval token_acc " + number_text(row["final"]["token_acc"].get<double>());
+      const ResultsRow row = result_row(r, dir_, grid_);
+      outcome = row.status;
+      if (row.final_eval && row.final_eval->token_acc)
+        outcome += ", eval token_acc " + number_text(*row.final_eval->token_acc);
     } else if (stopped) {
       outcome = "interrupted (resumes on the next sweep)";
     } else {

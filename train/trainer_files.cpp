@@ -1,6 +1,7 @@
 // The trainer's files in the run folder: checkpoints (last.h5, best.h5, step-NNNNNNN.h5 with
 // --keep) and summary.json.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "framework/io/atomic_file.hpp"
 #include "framework/runtime/distributed.hpp"
 #include "framework/runtime/stop_signals.hpp"
+#include "train/run_records.hpp"
 #include "train/trainer.hpp"
 
 namespace tri::train {
@@ -17,19 +19,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Json eval_json(const EvalResult& r, int64_t step) {
-  Json j = {{"step", step}, {"token_acc", r.score.token_acc}, {"seq_acc", r.score.seq_acc}, {"loss", r.score.loss}};
-  for (const auto& [name, a] : r.extra) j[name] = a.value();
-  return j;
+// An evaluation's scores and the task's extra metrics, as the records hold them.
+template <class T>
+T scores_of(const EvalResult& r) {
+  T s;
+  s.token_acc = r.score.token_acc, s.seq_acc = r.score.seq_acc, s.loss = r.score.loss;
+  for (const auto& [name, a] : r.extra) s.extra.emplace_back(name, a.value());
+  return s;
 }
 
-Json length_json(const EvalResult& r) {
-  Json extra = Json::object();
-  for (const auto& [name, a] : r.extra) extra[name] = a.value();
-  return {{"seq_len", r.seq_len}, {"token_acc", r.score.token_acc}, {"seq_acc", r.score.seq_acc},
-          {"loss", r.score.loss}, {"extra", extra}};
+StepScores step_scores(const EvalResult& r, int64_t step) {
+  StepScores s = scores_of<StepScores>(r);
+  s.step = step;
+  return s;
 }
-
 
 // Removes the oldest step-NNNNNNN.h5 files beyond the newest `keep`.
 void prune_step_checkpoints(const std::string& dir, int64_t keep) {
@@ -100,33 +103,32 @@ void Trainer::copy_last_checkpoint(const std::string& path) const {
 void Trainer::write_summary(const std::string& status) const {
   if (dist::rank() != 0) return;
   const double sec = elapsed();
-  Json j;
-  j["status"] = status;
-  j["step"] = step_;
-  j["steps"] = config_.run.steps;
-  j["tokens_seen"] = tokens_seen_;
-  j["final_train_loss"] = last_loss_;  // NaN (no step this invocation) is written as null
-  j["skipped_steps"] = skipped_steps_;  // non-finite loss or gradients (--on-nonfinite skip)
-  // The reported accuracy: the held-out test stream, once the run is complete; the validation
-  // stream's last evaluation, which chose when to stop and which checkpoint is best, beside it.
-  j["final_eval"] = test_eval_ ? eval_json(*test_eval_, step_) : Json();
-  j["final_valid"] = last_eval_step_ >= 0 ? eval_json(last_eval_, last_eval_step_) : Json();
-  j["best_valid_acc"] = best_step_ >= 0 ? Json(best_acc_) : Json();
-  j["best_step"] = best_step_ >= 0 ? Json(best_step_) : Json();
-  j["parameters"] = model_->num_parameters();
-  j["state_bytes_per_sequence"] = model_->state_bytes(config_.task.length());
-  j["state_bytes_per_layer"] = model_->layer_state_bytes(config_.task.length());
-  j["params_fnv1a"] = params_hash();
-  j["elapsed_s"] = sec;
-  j["tokens_per_s"] = sec > 0 ? double(tokens_seen_) / sec : NAN;
-  j["ms_per_step"] = interval_ms_.empty() ? Json() : Json(median(interval_ms_));  // this invocation's
-  j["peak_memory_bytes"] = memory_peak_bytes();
-  j["chance_token_acc"] = config_.task.behaviour().chance_accuracy(config_.task);
-  Json lengths = Json::array();
-  for (const EvalResult& r : length_evals_) lengths.push_back(length_json(r));
-  j["lengths"] = lengths;
-  j["config"] = config_json(config_);
-  write_text_atomically(dir_ + "/summary.json", j.dump(2) + "\n");
+  RunSummary s;
+  s.status = status;
+  s.step = step_;
+  s.steps = config_.run.steps;
+  s.tokens_seen = tokens_seen_;
+  if (std::isfinite(last_loss_)) s.final_train_loss = last_loss_;  // NaN: no step this invocation
+  s.skipped_steps = skipped_steps_;
+  if (test_eval_) s.final_eval = step_scores(*test_eval_, step_);
+  if (last_eval_step_ >= 0) s.final_valid = step_scores(last_eval_, last_eval_step_);
+  if (best_step_ >= 0) s.best_valid_acc = best_acc_, s.best_step = best_step_;
+  s.parameters = model_->num_parameters();
+  s.state_bytes_per_sequence = model_->state_bytes(config_.task.length());
+  s.state_bytes_per_layer = model_->layer_state_bytes(config_.task.length());
+  s.params_fnv1a = params_hash();
+  s.elapsed_s = sec;
+  if (sec > 0) s.tokens_per_s = double(tokens_seen_) / sec;
+  if (!interval_ms_.empty()) s.ms_per_step = median(interval_ms_);  // this invocation's
+  s.peak_memory_bytes = memory_peak_bytes();
+  s.chance_token_acc = config_.task.behaviour().chance_accuracy(config_.task);
+  for (const EvalResult& r : length_evals_) {
+    LengthScores l = scores_of<LengthScores>(r);
+    l.seq_len = r.seq_len;
+    s.lengths.push_back(std::move(l));
+  }
+  s.config = config_json(config_);
+  write_text_atomically(dir_ + "/summary.json", summary_text(s));
 }
 
 }  // namespace tri::train
