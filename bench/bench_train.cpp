@@ -17,7 +17,7 @@
 #include "data/tasks.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/runtime/process.hpp"
+#include "framework/system/process.hpp"
 #include "framework/runtime/profile.hpp"
 #include "framework/core/rng.hpp"
 #include "framework/runtime/runtime.hpp"

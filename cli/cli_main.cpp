@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "cli/cli.hpp"
 #include "cli/cli_options.hpp"

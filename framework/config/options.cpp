@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri {
 

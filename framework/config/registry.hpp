@@ -6,7 +6,7 @@
 #include <typeindex>
 #include <vector>
 
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri {
 
