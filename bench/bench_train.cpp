@@ -18,7 +18,7 @@
 #include "framework/config/registry.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/runtime/process.hpp"
+#include "framework/system/process.hpp"
 #include "framework/runtime/profile.hpp"
 #include "framework/core/rng.hpp"
 #include "framework/runtime/runtime.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/config/options.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 #include "framework/core/tensor.hpp"
 
 namespace tri::train {
@@ -34,7 +34,7 @@ struct Command {
   void (*add_options)(CommandOptions&);
   int (*run)(const po::variables_map&);   // returns the exit code
   bool applies_runtime = false;           // applies --threads/--gemm itself (train)
-  // What SIGINT and SIGTERM do while it runs (framework/runtime/stop_signals.hpp): most commands end
+  // What SIGINT and SIGTERM do while it runs (framework/system/stop_signals.hpp): most commands end
   // at once; train finishes its step and checkpoints; sweep forwards them to its runs.
   stop_signals::Policy on_signal = stop_signals::Policy::end_now;
 };

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "cli/cli.hpp"
 #include "cli/cli_options.hpp"

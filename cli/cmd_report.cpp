@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "framework/core/error.hpp"
+#include "framework/base/error.hpp"
 #include "cli/cli.hpp"
 #include "report/report_md.hpp"
 

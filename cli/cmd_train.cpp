@@ -5,7 +5,7 @@
 #include <optional>
 #include <set>
 
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "cli/cli.hpp"

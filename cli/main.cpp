@@ -5,13 +5,13 @@
 
 #include <cstdint>
 
-#include "framework/runtime/process_start.hpp"
+#include "framework/system/process_start.hpp"
 #include "cli/cli.hpp"
 
 namespace {
 
 // SIGINT and SIGTERM blocked before any library's initialiser runs (OpenBLAS starts its threads
-// in one), so that every thread is born with them blocked (framework/runtime/stop_signals.hpp says why):
+// in one), so that every thread is born with them blocked (framework/system/stop_signals.hpp says why):
 // the executable's .preinit_array runs first. The raw system call: nothing is initialised yet,
 // a sanitizer's runtime included.
 __attribute__((no_sanitize("address", "undefined"))) void block_stop_signals_first(int, char**, char**) {

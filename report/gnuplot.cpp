@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "framework/runtime/process.hpp"
+#include "framework/system/process.hpp"
 
 namespace tri::report {
 

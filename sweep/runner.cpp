@@ -24,9 +24,9 @@
 
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/folder_lock.hpp"
-#include "framework/runtime/process.hpp"
+#include "framework/system/process.hpp"
 #include "framework/runtime/runtime.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 #include "sweep/results.hpp"
 
 namespace tri::sweep {

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <set>
 
-#include "framework/core/error.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri::train {
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "framework/core/autograd.hpp"
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 #include "framework/runtime/profile.hpp"
 #include "framework/core/rng.hpp"
 #include "framework/core/stats.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "train/model_io.hpp"
 #include "train/run_log.hpp"

@@ -8,8 +8,8 @@
 
 #include "framework/core/stats.hpp"
 #include "framework/io/atomic_file.hpp"
-#include "framework/runtime/distributed.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/distributed.hpp"
+#include "framework/system/stop_signals.hpp"
 #include "train/run_records.hpp"
 #include "train/trainer.hpp"
 

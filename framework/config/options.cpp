@@ -4,8 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "framework/config/registry.hpp"
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri {
 

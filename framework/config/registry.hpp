@@ -1,24 +1,16 @@
 // A registry of named entries (model families, tasks, position encodings, optimizers, schedules,
 // benchmarks): the built-ins, listed once, and those a program or a test adds at run time.
 // Entries never move, so references to them stay valid. Every name a user types is looked up in
-// one, so "unknown (allowed: ...)" is written once, here.
+// one, and every miss is worded by unknown_name (framework/base/error.hpp).
 #pragma once
 #include <deque>
 #include <string>
 #include <typeindex>
 #include <vector>
 
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri {
-
-// The one message for a name that is not among `allowed`:
-//   --task 'sort' unknown (allowed: copy, selective-copy, mqar, induction, needle)
-inline Error unknown_name(const std::string& option, const std::string& name, const std::vector<std::string>& allowed) {
-  std::string list;
-  for (const std::string& a : allowed) list.append(list.empty() ? "" : ", ").append(a);
-  return Error(option + " '" + name + "' unknown (allowed: " + list + ")");
-}
 
 // Spec has `std::string name` and `std::string summary`. Specs with options (families, tasks)
 // also have a factory `options()` of the entry's options and `std::type_index options_type`,

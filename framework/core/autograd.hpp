@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework/core/tensor.hpp"
+#include "framework/runtime/runtime.hpp"
 
 namespace tri {
 
@@ -63,10 +64,10 @@ void view_backward(const Tensor& x, const Tensor& out);
 template <class D>
 void set_or_add_grad(float* grad, bool fresh, int64_t n, D d) {
   if (fresh) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
     for (int64_t i = 0; i < n; ++i) grad[i] = 0.f + d(i);  // 0 +: -0 becomes +0, as in +=
   } else {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
     for (int64_t i = 0; i < n; ++i) grad[i] += d(i);
   }
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/core/error.hpp"
+#include "framework/base/error.hpp"
 
 namespace tri {
 

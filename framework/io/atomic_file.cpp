@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 #include "framework/core/tensor.hpp"
 
 namespace tri {

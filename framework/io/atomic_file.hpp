@@ -7,7 +7,7 @@ namespace tri {
 
 // Creates `<path>.tmp.<pid>` empty in the same folder, calls write(tmp) (which overwrites it),
 // fsyncs it, renames it over `path` and fsyncs the folder. A signal that ends the process
-// removes the temporary file first (framework/runtime/stop_signals.hpp). On any failure the temporary file is removed, an existing
+// removes the temporary file first (framework/system/stop_signals.hpp). On any failure the temporary file is removed, an existing
 // `path` is untouched and an Error naming `path` and the cause is thrown.
 void write_atomically(const std::string& path, const std::function<void(const std::string& tmp)>& write);
 

@@ -9,8 +9,8 @@
 #include <set>
 #include <vector>
 
-#include "framework/core/error.hpp"
-#include "framework/runtime/process.hpp"
+#include "framework/base/error.hpp"
+#include "framework/system/process.hpp"
 
 // Present when a sanitizer runtime is linked in (weak: null otherwise).
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));

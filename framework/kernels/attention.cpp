@@ -11,7 +11,7 @@
 // One thread owns a (batch, head) in backward, so dQ, dK and dV are written without races, and
 // every output element is computed by one thread in a fixed order: the same bits at any thread
 // count.
-// Every product runs through one register-tiled kernel (tile_gemm, framework/kernels/tile_kernels.hpp:
+// Every product runs through one register-tiled kernel (tile_gemm, framework/simd/tile_kernels.hpp:
 // AVX-512 when built for it) on packed copies of the head: head dim zero-padded to a multiple
 // of 16 (Dp), keys zero-padded to whole tiles (Tkp).
 #include <omp.h>
@@ -25,8 +25,8 @@
 
 #include "framework/kernels/attention.hpp"
 #include "framework/kernels/attention_geometry.hpp"
-#include "framework/kernels/tile_kernels.hpp"
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/tile_kernels.hpp"
+#include "framework/simd/vec_math.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/runtime/runtime.hpp"

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "framework/kernels/attention.hpp"
-#include "framework/kernels/tile_kernels.hpp"
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/tile_kernels.hpp"
+#include "framework/simd/vec_math.hpp"
 #include "framework/core/autograd.hpp"
 
 namespace tri {

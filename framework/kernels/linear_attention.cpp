@@ -18,6 +18,7 @@
 #include "framework/kernels/linear_attention.hpp"
 #include "framework/kernels/linear_attention_sweeps.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 
 namespace tri {
 
@@ -90,7 +91,7 @@ Tensor mapped(const Tensor& x, Phi phi) {
   const float* px = x.data();
   float* py = y.data();
   const int64_t n = x.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
   for (int64_t i = 0; i < n; ++i) py[i] = phi.f(px[i]);
   return y;
 }

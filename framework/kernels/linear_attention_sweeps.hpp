@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/kernels/lanes.hpp"
+#include "framework/simd/lanes.hpp"
 
 namespace tri::linear_attention_sweeps {
 

@@ -1,5 +1,6 @@
 // The selective scan's argument set checked once and seen as raw pointers: shared by the fused
-// kernel (selective_scan.cpp) and the reference and recurrent step (selective_scan_step.cpp).
+// kernel (selective_scan.cpp), the naive reference (selective_scan_naive.cpp) and the recurrent
+// step (selective_scan_step.cpp).
 // Internal to framework/kernels.
 #pragma once
 #include <cstdint>

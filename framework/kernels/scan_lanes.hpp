@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-#include "framework/kernels/lanes.hpp"
+#include "framework/simd/lanes.hpp"
 
 namespace tri::scan_lanes {
 

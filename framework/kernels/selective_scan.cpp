@@ -1,6 +1,6 @@
-// The fused selective scan (forward and backward); its naive reference and the recurrent step
-// are in selective_scan_step.cpp. Shapes: B batch, T time, E channels, N state size (see
-// selective_scan.hpp).
+// The fused selective scan (forward and backward); its naive reference is in
+// selective_scan_naive.cpp, the recurrent step in selective_scan_step.cpp. Shapes: B batch,
+// T time, E channels, N state size (see selective_scan.hpp).
 //
 // Layout of the fused kernel: channels are taken kLanes (16) at a time, one vector lane per
 // channel, and the state of a block is h[N][kLanes]: for each state index n one vector, so
@@ -16,7 +16,7 @@
 #include "framework/kernels/selective_scan.hpp"
 #include "framework/kernels/scan_args.hpp"
 #include "framework/kernels/scan_lanes.hpp"
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/vec_math.hpp"
 
 #include <omp.h>
 
@@ -30,6 +30,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 
 namespace tri {
 
@@ -418,7 +419,7 @@ void forward_item(const ScanArgs& a, const BlockTables& tab, int64_t b, int64_t 
 void add_partials(float* grad, const float* part, int64_t parts, int64_t n, int64_t stride) {
   if (!grad) return;
   const int64_t nblk = (n + kLanes - 1) / kLanes;
-#pragma omp parallel for schedule(static) if (n * parts > (1 << 15))
+#pragma omp parallel for schedule(static) if (n * parts > kParallelMin)
   for (int64_t blk = 0; blk < nblk; ++blk) {
     const int64_t i0 = blk * kLanes;
     const int width = int(std::min<int64_t>(kLanes, n - i0));

@@ -6,7 +6,7 @@
 #pragma once
 #include <cmath>
 
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/vec_math.hpp"
 
 namespace tri::activation {
 

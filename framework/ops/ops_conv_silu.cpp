@@ -13,8 +13,8 @@
 #include "framework/core/autograd.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/kernels/lanes.hpp"
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/lanes.hpp"
+#include "framework/simd/vec_math.hpp"
 
 namespace tri {
 

@@ -8,6 +8,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 
 namespace tri {
 
@@ -42,7 +43,7 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
   float* pl = lse.data();
   // Per-row losses summed in row order afterwards: bit-identical at any thread count.
   std::vector<double> row_loss(size_t(rows), 0.0);
-#pragma omp parallel for schedule(static) if (logits.numel() > (1 << 14))
+#pragma omp parallel for schedule(static) if (logits.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     if (targets.data()[r] == kIgnoreIndex) continue;
     const float* xr = px + r * V;
@@ -65,7 +66,7 @@ Tensor cross_entropy(const Tensor& logits, const IntTensor& targets) {
     float* gx = grad_for_write(logits, &fresh);
     const float scale = g[0] / float(count);
     const int32_t* tg = targets.data();
-#pragma omp parallel if (logits.numel() > (1 << 14))
+#pragma omp parallel if (logits.numel() > kParallelMin)
     {
       const int64_t n = omp_get_num_threads(), k = omp_get_thread_num();
       const int64_t end = rows * (k + 1) / n;  // contiguous rows per thread

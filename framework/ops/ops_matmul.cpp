@@ -7,7 +7,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/runtime/runtime.hpp"
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/vec_math.hpp"
 
 namespace tri {
 
@@ -212,7 +212,7 @@ Tensor gelu_values(const Tensor& h) {
   const float* ph = h.data();
   float* pa = a.data();
   const int64_t n = h.numel();
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
   for (int64_t i = 0; i < n; ++i) pa[i] = gelu_value(ph[i]);
   return a;
 }
@@ -236,10 +236,10 @@ void gelu_linear_backward(const float* g, const Tensor& h, const LinearDims& d, 
     const float *hb = h.data() + r0 * d.in, *g_rows = g + r0 * d.outf;
     float *vb = value.data(), *sb = !gh ? nullptr : fresh ? gh + r0 * d.in : slope.data();
     if (sb) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
       for (int64_t i = 0; i < n; ++i) gelu_value_and_derivative(hb[i], vb[i], sb[i]);
     } else {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 15))
+#pragma omp parallel for simd schedule(static) if (n > kParallelSimdMin)
       for (int64_t i = 0; i < n; ++i) vb[i] = gelu_value(hb[i]);
     }
     const int64_t rows = n / d.in;

@@ -1,6 +1,6 @@
 #include "framework/runtime/gemm_mkl.hpp"
 
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 #ifdef TRILEMMA_MKL_LIBRARY
 #include <dlfcn.h>

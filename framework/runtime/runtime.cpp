@@ -1,5 +1,5 @@
 #include "framework/runtime/runtime.hpp"
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 #include "framework/runtime/gemm_mkl.hpp"
 
 #include <cblas.h>
@@ -14,9 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "framework/config/registry.hpp"
-#include "framework/core/tensor.hpp"
-#include "framework/kernels/tile_kernels.hpp"
+#include "framework/base/error.hpp"
+#include "framework/simd/tile_kernels.hpp"
 
 extern "C" {
 char* openblas_get_corename(void);

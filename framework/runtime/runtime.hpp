@@ -9,9 +9,13 @@
 namespace tri {
 
 // Elements below which a loop runs on one thread: OpenMP's fork and join cost more than the
-// threads save on less work than this. Every parallel loop writes disjoint outputs, so the
-// threshold moves time, never bits.
+// threads save on less work than this. Every parallel loop writes disjoint outputs, so on a
+// `parallel for` the threshold moves time, never bits; on a `parallel for simd` its `if` also
+// picks scalar or vector code (OpenMP 5.0 applies it to simd), whose last bits can differ.
 constexpr int64_t kParallelMin = int64_t(1) << 14;
+// The `parallel for simd` loops that had 2^15 keep it: at kParallelMin their bits would change
+// (scalar and vector gelu' differ in the last bit).
+constexpr int64_t kParallelSimdMin = int64_t(1) << 15;
 
 // mkl: only in a build configured with -DTRILEMMA_MKL_ROOT (framework/runtime/gemm_mkl.hpp).
 enum class GemmBackend { dnnl, openblas, mkl };

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/runtime/process_start.hpp"
+#include "framework/system/process_start.hpp"
 #include "framework/runtime/runtime.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "tests/compare.hpp"
 #include "framework/kernels/attention.hpp"
-#include "framework/kernels/tile_kernels.hpp"
+#include "framework/simd/tile_kernels.hpp"
 #include "framework/ops/positions.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"

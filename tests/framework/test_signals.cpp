@@ -1,5 +1,5 @@
 // SIGINT and SIGTERM where they land in real use: mid-step, at random moments, twice, and at a
-// sweep; and the mechanism that makes that safe (framework/runtime/stop_signals.hpp): no handler runs on
+// sweep; and the mechanism that makes that safe (framework/system/stop_signals.hpp): no handler runs on
 // a thread that could be inside oneDNN's GEMM, whose JIT kernels point rsp into the heap.
 //
 // TRILEMMA_SIGNAL_COUNT sets how many random-moment signals the run test sends (default 60).

@@ -1,4 +1,4 @@
-// framework/kernels/vec_math.hpp against double-precision libm over dense grids: the maximum error in
+// framework/simd/vec_math.hpp against double-precision libm over dense grids: the maximum error in
 // units in the last place (ulp) of the float result. The bounds are the measured maxima
 // rounded up with a margin for hosts without FMA contraction (another rounding per step).
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "framework/kernels/vec_math.hpp"
+#include "framework/simd/vec_math.hpp"
 
 using namespace tri;
 

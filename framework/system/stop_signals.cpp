@@ -1,4 +1,4 @@
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>

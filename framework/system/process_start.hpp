@@ -1,5 +1,5 @@
 // How a trilemma process begins, before any thread exists: the OpenMP wait policy, SIGINT and
-// SIGTERM blocked in every thread (framework/runtime/stop_signals.hpp) and the heap's trimming settings.
+// SIGTERM blocked in every thread (framework/system/stop_signals.hpp) and the heap's trimming settings.
 // trilemma's main calls it first; so does every program that must behave as trilemma does
 // (the tests' signal-storm helper).
 #pragma once

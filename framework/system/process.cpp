@@ -1,4 +1,4 @@
-#include "framework/runtime/process.hpp"
+#include "framework/system/process.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "framework/core/error.hpp"
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/base/error.hpp"
+#include "framework/system/stop_signals.hpp"
 
 namespace tri::process {
 

@@ -1,4 +1,4 @@
-#include "framework/runtime/process_start.hpp"
+#include "framework/system/process_start.hpp"
 
 #include <malloc.h>
 #include <sys/auxv.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "framework/runtime/stop_signals.hpp"
+#include "framework/system/stop_signals.hpp"
 
 namespace tri {
 

@@ -3,6 +3,8 @@
 // code 2). Each message is one line that names the bad value and what is allowed.
 #pragma once
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace tri {
 
@@ -26,6 +28,14 @@ auto as_usage_error(F&& fn) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+}
+
+// The one message for a name (of a registry entry, a choice, an action) that is not among `allowed`:
+//   --task 'sort' unknown (allowed: copy, selective-copy, mqar, induction, needle)
+inline Error unknown_name(const std::string& option, const std::string& name, const std::vector<std::string>& allowed) {
+  std::string list;
+  for (const std::string& a : allowed) list.append(list.empty() ? "" : ", ").append(a);
+  return Error(option + " '" + name + "' unknown (allowed: " + list + ")");
 }
 
 }  // namespace tri

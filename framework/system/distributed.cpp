@@ -1,4 +1,4 @@
-#include "framework/runtime/distributed.hpp"
+#include "framework/system/distributed.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "framework/core/tensor.hpp"
+#include "framework/base/error.hpp"
 
 #ifdef TRILEMMA_MPI
 #include <mpi.h>
