@@ -195,6 +195,18 @@ int Trainer::run(int64_t stop_at) {
   started_ = Clock::now();
   const RunSettings& rs = config_.run;
   if (step_ >= rs.steps || (early_stopped_ && rs.early_stop > 0 && best_acc_ >= rs.early_stop)) {
+    if (!summary_is_final()) {
+      // Stopped (killed) after its last checkpoint but before its test evaluation and summary:
+      // those are still owed, and they depend only on the checkpoint's weights.
+      Loop loop("none", step_, rs.steps);
+      begin_loop(loop);
+      loop.status = early_stopped_ ? "early_stop" : "finished";
+      // The last step was evaluated before its checkpoint (its metrics row is logged): again, for
+      // the summary, with the same weights and stream.
+      last_eval_ = evaluate("valid");
+      last_eval_step_ = step_;
+      return finish(loop);
+    }
     std::printf("the run is already complete at step %lld (%s); nothing to do\n", (long long)step_,
                 early_stopped_ ? "stopped early" : "--steps reached");
     return 0;

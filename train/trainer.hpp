@@ -97,6 +97,7 @@ class Trainer {
   void save_best_checkpoint();  // best.h5 (a copy of last.h5 when that holds this step)
   void copy_last_checkpoint(const std::string& path) const;
   void write_summary(const std::string& status) const;
+  bool summary_is_final() const;  // summary.json records a finished or early-stopped run
   std::string params_hash() const;  // params_fnv1a as 16 hex digits (summary.json, the closing lines)
 };
 

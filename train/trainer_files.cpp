@@ -100,6 +100,11 @@ void Trainer::copy_last_checkpoint(const std::string& path) const {
   });
 }
 
+bool Trainer::summary_is_final() const {
+  const std::optional<RunSummary> s = read_summary(dir_ + "/summary.json");
+  return s && (s->status == "finished" || s->status == "early_stop");
+}
+
 void Trainer::write_summary(const std::string& status) const {
   if (dist::rank() != 0) return;
   const double sec = elapsed();

@@ -136,6 +136,26 @@ TEST_CASE("reliability: SIGKILL at 10 random moments, resumed each time, gives t
   CHECK(temporaries_in(dir) == 0);  // the kills' half-written files are gone
 }
 
+TEST_CASE("reliability: killed after its last checkpoint, before its summary, a resumed run still writes it") {
+  // SIGKILL between the final checkpoint and summary.json leaves a complete checkpoint and no
+  // summary: resuming owes the test evaluation and the summary, not "nothing to do".
+  const fs::path dir = scratch("kill_before_summary");
+  REQUIRE(run(train("mamba", dir, " --steps 12 --eval-every 6 --checkpoint-every 3")).code == 0);
+  const std::string eval = json_value(dir / "summary.json", "final_eval");
+  const std::string valid = json_value(dir / "summary.json", "final_valid");
+  const std::string params = json_value(dir / "summary.json", "params_fnv1a");
+  fs::remove(dir / "summary.json");
+  REQUIRE(run("train --resume '" + dir.string() + "' --progress none --threads 1").code == 0);
+  CHECK(json_value(dir / "summary.json", "status") == "\"finished\"");
+  CHECK(json_value(dir / "summary.json", "params_fnv1a") == params);
+  CHECK(json_value(dir / "summary.json", "final_eval") == eval);
+  CHECK(json_value(dir / "summary.json", "final_valid") == valid);
+  // A complete run with its summary is left as it is.
+  const Run again = run("train --resume '" + dir.string() + "' --progress none --threads 1");
+  CHECK(again.code == 0);
+  CHECK(again.out.find("nothing to do") != std::string::npos);
+}
+
 TEST_CASE("reliability: a resumed run removes the temporaries of killed writers, not a live one's") {
   const fs::path dir = scratch("dead_temporaries");
   REQUIRE(run(train("linear", dir, " --steps 4 --eval-every 4")).code == 0);
