@@ -31,7 +31,7 @@ double mb(int64_t bytes) { return double(bytes) / (1 << 20); }
 Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
   ModelConfig cfg = ModelConfig::of(family);
   cfg.d_model = D;
-  if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = H;
+  read_text(cfg, {{"n-heads", std::to_string(H)}}, false);  // the families with heads
   cfg.vocab = 16;
   cfg.max_seq_len = T;
   const MixerCost m = measure_mixer(cfg, B, T, repeats);

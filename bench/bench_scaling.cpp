@@ -71,9 +71,7 @@ ModelConfig scaling_model(ModelConfig cfg, const Settings& s, const TextMap& ove
     const std::vector<std::string>& positions = family_spec(f).positions;
     if (std::find(positions.begin(), positions.end(), "rope") == positions.end()) cfg.pos = "none";
   }
-  if (auto* heads = dynamic_cast<HeadOptions*>(cfg.mixer.get())) heads->n_heads = s.heads;
-  for (OptionsBox<Options>& box : cfg.other_mixers)
-    if (auto* heads = dynamic_cast<HeadOptions*>(box.get())) heads->n_heads = s.heads;
+  read_text(cfg, {{"n-heads", std::to_string(s.heads)}}, false);  // every family with heads (a shared key)
   cfg.max_seq_len = s.lens.back() + s.decode_tokens;
   return as_usage_error([&] {
     read_text(cfg, overrides, false);

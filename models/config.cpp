@@ -78,7 +78,8 @@ std::vector<std::string> ModelConfig::layer_families() const {
 std::string ModelConfig::name() const { return hybrid() ? joined(layer_families(), "+") : family; }
 
 std::string ModelConfig::variant() const {
-  static const std::vector<std::string> kVariantKeys = {"feature-map", "feature-dim", "short-conv"};
+  static const std::vector<std::string> kVariantKeys = {"feature-map", "feature-dim", "short-conv", "conv-size",
+                                                       "l2-norm", "state-gate", "output-gate"};
   TextMap values, defaults;
   std::vector<const Options*> boxes = {mixer.get()};
   for (const OptionsBox<Options>& b : other_mixers) boxes.push_back(b.get());

@@ -52,7 +52,8 @@ struct ModelConfig : Options {
   // The family, or a hybrid's families joined by '+' ("mamba+attention"): for names and screens.
   std::string name() const;
   // The architecture as reports tell variants apart: name(), then each option that makes a
-  // variant of a family (feature-map, feature-dim, short-conv) where it is not its default, e.g.
+  // variant of a family (feature-map, feature-dim, short-conv; DeltaNet's conv-size, l2-norm,
+  // state-gate, output-gate) where it is not its default, e.g.
   // "linear feature-map=taylor feature-dim=16 short-conv=3". Not the window: reports read it
   // apart, with its reach.
   std::string variant() const;

@@ -9,11 +9,14 @@ namespace tri {
 FamilySpec attention_family();         // models/attention.cpp
 FamilySpec linear_attention_family();  // models/linear_attention.cpp
 FamilySpec mamba_family();             // models/mamba.cpp
+FamilySpec deltanet_family();          // models/deltanet.cpp
+FamilySpec gated_deltanet_family();    // models/gated_deltanet.cpp
 
 namespace {
 
 Registry<FamilySpec>& registry() {
-  static Registry<FamilySpec> r("--model", {attention_family(), linear_attention_family(), mamba_family()});
+  static Registry<FamilySpec> r("--model", {attention_family(), linear_attention_family(), mamba_family(),
+                                            deltanet_family(), gated_deltanet_family()});
   return r;
 }
 

@@ -4,7 +4,8 @@
 //    position encoding, its windows shorter than the decoded length, so the KV cache's ring buffer
 //    wraps; Based's short convolutions in attention and linear attention, its Taylor feature map
 //    with and without them; hybrid stacks, a KV cache in the attention layers and (S, z) or
-//    Mamba's state in the others), and stops at the stop token;
+//    Mamba's state in the others; DeltaNet and Gated DeltaNet, with and without their short
+//    convolutions and gates), and stops at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -42,7 +43,11 @@ const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"linear", "learned", 0, {{"feature-map", "taylor"}, {"feature-dim", "6"}}},
                             {"linear", "none", 0, {{"feature-map", "taylor"}, {"short-conv", "3"}}},
                             {"mamba", "none", 0, {{"mixers", "mamba,attention"}}},
-                            {"linear", "learned", 3, {{"mixers", "linear,attention"}}}};
+                            {"linear", "learned", 3, {{"mixers", "linear,attention"}}},
+                            {"deltanet", "none"},
+                            {"gated_deltanet", "learned"},
+                            {"gated_deltanet", "none", 0, {{"conv-size", "0"}, {"state-gate", "0"}}},
+                            {"gated_deltanet", "none", 0, {{"mixers", "gated_deltanet,attention"}}}};
 
 // "feature-map=taylor short-conv=3 ": a family's Based options, for failure messages.
 std::string based_text(const Family& f) {

@@ -118,6 +118,16 @@ std::map<std::string, ModelConfig> variants() {
     set_options(c, {{"ssm-selective", "0"}, {"a-init", a}});
     v[std::string("mamba lti ") + a] = c;
   }
+  // DeltaNet and Gated DeltaNet, and their ablations: no short convolutions, no L2 norm, no gates.
+  v["deltanet"] = small("deltanet");
+  v["deltanet no conv, no l2-norm, post-norm"] = small("deltanet", "sinusoidal");
+  v["deltanet no conv, no l2-norm, post-norm"].norm = "post";
+  set_options(v["deltanet no conv, no l2-norm, post-norm"], {{"conv-size", "0"}, {"l2-norm", "0"}});
+  v["gated_deltanet"] = small("gated_deltanet", "learned");
+  v["gated_deltanet conv 2, no gates"] = small("gated_deltanet");
+  set_options(v["gated_deltanet conv 2, no gates"], {{"conv-size", "2"}, {"state-gate", "0"}, {"output-gate", "0"}});
+  v["hybrid gated_deltanet+attention"] = small("gated_deltanet");
+  set_options(v["hybrid gated_deltanet+attention"], {{"mixers", "gated_deltanet,attention"}});
   return v;
 }
 
@@ -333,14 +343,15 @@ TEST_CASE("decoding errors name the problem") {
         std::string::npos);
   // A mixer given another mixer's decoding state says so, naming itself.
   const std::pair<const char*, const char*> pairs[] = {
-      {"attention", "linear"}, {"linear", "mamba"}, {"mamba", "attention"}};
+      {"attention", "linear"}, {"linear", "mamba"}, {"mamba", "attention"}, {"deltanet", "mamba"}, {"gated_deltanet", "linear"}};
   for (auto [own, other] : pairs) {
     Rng rng(1);
     std::unique_ptr<Mixer> mixer = make_mixer(small(own), rng), stranger = make_mixer(small(other), rng);
     std::unique_ptr<MixerState> state = stranger->new_state(1);
     const std::string e = error_of([&] { mixer->step(Tensor::zeros(Shape{1, 1, 16}), *state); });
     CHECK(e.find("step was given another mixer's decode state") != std::string::npos);
-    CHECK(e.find(own == std::string("linear") ? "linear attention" : own) == 0);
+    const std::string name = own == std::string("linear") ? "linear attention" : own == std::string("gated_deltanet") ? "deltanet" : own;
+    CHECK(e.find(name) == 0);
   }
 }
 
@@ -459,7 +470,7 @@ TEST_CASE("parameter names and shapes are CHECKPOINT.md's; counts follow the for
 }
 
 TEST_CASE("rescale-residual: each residual branch's output projection divided by sqrt(branches x layers)") {
-  for (const char* family : {"attention", "linear", "mamba"})
+  for (const char* family : {"attention", "linear", "mamba", "deltanet", "gated_deltanet"})
     for (const char* mlp : {"none", "gelu"}) {
       INFO(family << " mlp " << mlp);
       ModelConfig c = small(family);
@@ -491,7 +502,7 @@ TEST_CASE("config validation names the field and what is allowed") {
     return c;
   };
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "rnn"; }),
-                 "--model 'rnn' unknown (allowed: attention, linear, mamba)"});
+                 "--model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "mamba"; }),
                  "the options are not those of family 'mamba'"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.d_model = 15; }),
@@ -508,7 +519,7 @@ TEST_CASE("config validation names the field and what is allowed") {
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba,attention,linear"}}); }),
                  "--mixers mamba,attention,linear names 3 layers but --n-layers is 2 (allowed: n-layers >= the entries of mixers)"});
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba+rnn"}}); }),
-                 "--mixers mamba,rnn: --model 'rnn' unknown (allowed: attention, linear, mamba)"});
+                 "--mixers mamba,rnn: --model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet)"});
   bad.push_back({with(small("attention", "rope"), [](ModelConfig& c) { set_options(c, {{"mixers", "attention mamba"}}); }),
                  "--mixers attention,mamba, layer 1 (mamba): --pos 'rope' is not allowed for model mamba (allowed: none)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.vocab = 0; }),

@@ -242,7 +242,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
   std::set<std::string> covered;
   std::printf("relative RMS errors against float64 / their bounds; after 3 steps: largest error in "
               "steps, largest error / bound, unsettled elements\n");
-  std::printf("%-22s | %-17s | %-17s | %-17s | %-8s | %-6s | %s\n", "config", "logits", "loss",
+  std::printf("%-31s | %-17s | %-17s | %-17s | %-8s | %-6s | %s\n", "config", "logits", "loss",
               "gradients", "steps", "/bound", "unsettled");
   for (const std::string& name : f.list("/")) {
     const std::string g = "/" + name;
@@ -255,7 +255,11 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     if (cfg.family == "attention" && text.at("window") != "0") covered.insert("attention window pos " + cfg.pos);
     if (cfg.family == "linear") covered.insert("linear " + text.at("feature-map"));
     if (cfg.family == "linear") covered.insert("linear pos " + cfg.pos);
-    if (cfg.family != "mamba" && text.at("short-conv") != "0") covered.insert(cfg.family + " short-conv");
+    if (text.count("short-conv") && text.at("short-conv") != "0") covered.insert(cfg.family + " short-conv");
+    if (text.count("conv-size")) covered.insert(cfg.family + (text.at("conv-size") != "0" ? " conv" : " no conv"));
+    if (text.count("l2-norm") && text.at("l2-norm") == "0") covered.insert(cfg.family + " no l2-norm");
+    if (text.count("state-gate") && text.at("state-gate") == "0") covered.insert(cfg.family + " no state-gate");
+    if (text.count("output-gate") && text.at("output-gate") == "0") covered.insert(cfg.family + " no output-gate");
     if (cfg.family == "linear" && text.at("feature-dim") != "0") covered.insert("linear feature-dim");
     if (cfg.family == "mamba") covered.insert(text.at("ssm-selective") == "1" ? "mamba selective" : "mamba lti");
     covered.insert("norm " + cfg.norm);
@@ -263,7 +267,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     if (cfg.tie_embeddings) covered.insert("tied");
 
     const Result r = run_case(f, g);
-    std::printf("%-22s | %.1e / %.1e | %.1e / %.1e | %.1e / %.1e | %.2e | %6.3f | %lld\n",
+    std::printf("%-31s | %.1e / %.1e | %.1e / %.1e | %.1e / %.1e | %.2e | %6.3f | %lld\n",
                 name.c_str(), r.logits.vs_exact, r.logits.bound(kFloor), r.loss.vs_exact,
                 r.loss.bound(kFloor), r.grad.vs_exact, r.grad.bound(kFloor), r.after.max_e,
                 r.after.worst, (long long)r.after.unsettled);
@@ -276,7 +280,10 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
         "attention window pos alibi", "linear elu",
         "linear relu", "linear identity", "linear taylor", "linear pos rope", "attention short-conv",
         "linear short-conv", "linear feature-dim", "mamba selective", "mamba lti", "norm pre",
-        "norm post", "mlp none", "mlp gelu", "tied", "hybrid mamba+attention", "hybrid linear+attention"}) {
+        "norm post", "mlp none", "mlp gelu", "tied", "hybrid mamba+attention", "hybrid linear+attention",
+        "deltanet", "deltanet conv", "deltanet no conv", "deltanet no l2-norm", "gated_deltanet",
+        "gated_deltanet conv", "gated_deltanet no state-gate", "gated_deltanet no output-gate",
+        "hybrid gated_deltanet+attention"}) {
     INFO("models.h5 has no case for " << need);
     CHECK(covered.count(need) == 1);
   }

@@ -5,7 +5,8 @@ One group per configuration, /<case>:
   attrs  every ModelConfig field (strings; ints; booleans as 0/1), loss (the mean
          cross-entropy, float64 of torch's float32), lr, weight_decay, steps
   model/<name>   the initial state_dict (models.py's init from a fixed seed, then the norms'
-                 weights and biases nudged off 1 and 0 so that a norm mix-up shows, and the
+                 weights and biases (DeltaNet's o_norm too) nudged off 1 and 0 so that a norm
+                 mix-up shows, and the
                  embeddings redrawn from N(0, 0.3^2) so that tied logits are of order 1 rather
                  than 0.02); attr decay
                  (0: in AdamW's weight_decay=0 group)
@@ -88,6 +89,14 @@ CASES = {
     "hybrid_mamba_attention": dict(family="mamba", mixers="mamba,attention", mlp="none", tie_embeddings=True),
     "hybrid_linear_attention_window": dict(family="linear", mixers="linear,attention", n_layers=3, pos="learned",
                                            window=4),
+    # DeltaNet and Gated DeltaNet (models/deltanet.hpp) at the papers' defaults, and the switches
+    # the papers ablate: no short convolutions, no L2 norm, another width, each gate off.
+    "deltanet": dict(family="deltanet"),
+    "deltanet_ablated": dict(family="deltanet", conv_size=0, l2_norm=False, pos="sinusoidal", norm="post"),
+    "gated_deltanet": dict(family="gated_deltanet", mlp="none", tie_embeddings=True),
+    "gated_deltanet_no_state_gate": dict(family="gated_deltanet", state_gate=False, conv_size=2, pos="learned"),
+    "gated_deltanet_no_output_gate": dict(family="gated_deltanet", output_gate=False, conv_size=0),
+    "hybrid_gated_deltanet_attention": dict(family="gated_deltanet", mixers="gated_deltanet,attention", pos="learned"),
 }
 
 
@@ -97,7 +106,7 @@ def write_case(f, name, overrides, seed):
     model = LanguageModel(cfg)
     with torch.no_grad():
         for pname, p in model.named_parameters():
-            if pname.split(".")[-2].startswith("norm"):
+            if pname.split(".")[-2].startswith("norm") or pname.split(".")[-2].endswith("_norm"):
                 p.add_(0.1 * torch.randn_like(p))
             if pname.split(".")[-2].endswith("embedding"):
                 p.normal_(0.0, 0.3)

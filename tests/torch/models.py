@@ -7,6 +7,12 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
                       phi = elu+1 | relu | identity | taylor (Based's 1 + s + s^2/2 over
                       feature_dim F), RoPE on the numerator only
   ShortConv           Based's depthwise causal conv on q, k, v (short_conv K > 0), in both
+  DeltaNet            Yang et al. 2024 from its recurrence, one step at a time:
+                      S_t = S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t / sqrt(d_k),
+                      q, k, v through short convs (conv_size K > 0) and SiLU, q and k L2-normalised
+                      per head (l2_norm), a per-head RMSNorm on o
+  GatedDeltaNet       Yang et al. 2025: S_{t-1} scaled by alpha_t = exp(-exp(A_log) softplus(W_a x +
+                      dt_bias)) (state_gate), o multiplied by SiLU(W_g x) after the norm (output_gate)
   Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
   LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
                       the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm. A hybrid
@@ -14,7 +20,8 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
                       with its norm; norm_f is the first family's
 
 Config: a dict with ModelConfig's field names (models/config.hpp) and those of the family's
-options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp): SHARED and
+options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp,
+models/deltanet.hpp): SHARED and
 FAMILY_OPTIONS, merged in DEFAULTS; ADDED_LATER lists the options that configs saved before them
 lack (their default applies). MIXERS maps each family to its twin, the class its registry entry
 names as parity_model (models/family.hpp).
@@ -34,19 +41,23 @@ FAMILY_OPTIONS = {
     "attention": dict(n_heads=4, bias=False, window=0, short_conv=0),
     "linear": dict(n_heads=4, bias=False, feature_map="elu", short_conv=0, feature_dim=0),
     "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
+    "deltanet": dict(n_heads=4, conv_size=4, l2_norm=True),
+    "gated_deltanet": dict(n_heads=4, conv_size=4, l2_norm=True, state_gate=True, output_gate=True),
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
 ADDED_LATER = {"window", "short_conv", "feature_dim", "mixers"}
 LINEAR_ATTENTION_EPS = 1e-6  # framework/kernels/linear_attention.hpp's default
-# Parameters excluded from weight decay: norms, biases, embeddings, positions, and the SSM
-# parameters models/mamba.hpp lists (A_log, D, dt_bias, B).
+L2_NORM_EPS = 1e-6  # models/deltanet.cpp: x / sqrt(|x|^2 + eps)
+# Parameters excluded from weight decay: norms (DeltaNet's o_norm among them), biases, embeddings,
+# positions, and the SSM parameters models/mamba.hpp lists (A_log, D, dt_bias, B), which
+# Gated DeltaNet's decay shares (A_log, dt_bias).
 MAMBA_NO_DECAY = {"A_log", "D", "dt_bias", "B"}
 
 
 def no_weight_decay(name):
     parts = name.split(".")
     return (parts[-1] == "bias" or parts[-1] in MAMBA_NO_DECAY
-            or any(p.startswith("norm") or p.endswith("embedding") for p in parts[:-1]))
+            or any(p.startswith("norm") or p.endswith("_norm") or p.endswith("embedding") for p in parts[:-1]))
 
 
 def alibi_slopes(heads):
@@ -186,6 +197,63 @@ class LinearAttention(nn.Module):
         return self.out_proj(out)
 
 
+class DeltaNet(nn.Module):
+    """DeltaNet (Yang et al. 2024), written from its recurrence; GatedDeltaNet adds the gates.
+    Parameters in models/deltanet.hpp's names: q_proj, k_proj, v_proj, [q_conv, k_conv, v_conv],
+    b_proj, [a_proj, A_log, dt_bias], [g_proj], o_norm, out_proj."""
+    gated = False
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.h, self.dk = cfg["n_heads"], d // cfg["n_heads"]  # d_k = d_v = the head width
+        self.l2_norm = cfg["l2_norm"]
+        self.state_gate = self.gated and cfg["state_gate"]
+        self.output_gate = self.gated and cfg["output_gate"]
+        self.q_proj, self.k_proj, self.v_proj = (nn.Linear(d, d, bias=False) for _ in range(3))
+        if cfg["conv_size"]:
+            K = cfg["conv_size"]
+            self.q_conv, self.k_conv, self.v_conv = ShortConv(d, K), ShortConv(d, K), ShortConv(d, K)
+        self.b_proj = nn.Linear(d, self.h, bias=False)
+        if self.state_gate:
+            self.a_proj = nn.Linear(d, self.h, bias=False)
+            self.A_log = nn.Parameter(torch.empty(self.h).uniform_(1, 16).log())  # A in [1, 16]
+            dt = torch.exp(torch.rand(self.h) * (math.log(1e-1) - math.log(1e-3)) + math.log(1e-3)).clamp(min=1e-4)
+            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
+        if self.output_gate:
+            self.g_proj = nn.Linear(d, d, bias=False)
+        self.o_norm = RMSNorm(self.dk)
+        self.out_proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, X):
+        B, N, D = X.shape
+        Q, K, V = (F.silu(P).view(B, N, self.h, self.dk) for P in project(self, X))
+        if self.l2_norm:
+            Q, K = (P / torch.sqrt((P * P).sum(-1, keepdim=True) + L2_NORM_EPS) for P in (Q, K))
+        beta = torch.sigmoid(self.b_proj(X))  # [B, N, h]
+        if self.state_gate:
+            alpha = torch.exp(-torch.exp(self.A_log) * F.softplus(self.a_proj(X) + self.dt_bias))
+        else:
+            alpha = torch.ones_like(beta)
+        eye = torch.eye(self.dk, dtype=X.dtype)
+        S = X.new_zeros(B, self.h, self.dk, self.dk)  # d_v x d_k per head
+        outs = []
+        for t in range(N):
+            q, k, v = Q[:, t, :, :, None], K[:, t, :, :, None], V[:, t, :, :, None]  # [B, h, d, 1]
+            a, b = alpha[:, t, :, None, None], beta[:, t, :, None, None]
+            # S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T;  o_t = S_t q_t / sqrt(d_k)
+            S = a * S @ (eye - b * k @ k.transpose(-2, -1)) + b * v @ k.transpose(-2, -1)
+            outs.append((S @ q)[..., 0] / math.sqrt(self.dk))
+        o = self.o_norm(torch.stack(outs, 1))  # [B, N, h, d], normed per head
+        if self.output_gate:
+            o = o * F.silu(self.g_proj(X)).view(B, N, self.h, self.dk)
+        return self.out_proj(o.reshape(B, N, D))
+
+
+class GatedDeltaNet(DeltaNet):
+    gated = True
+
+
 class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-5):
         super().__init__()
@@ -213,7 +281,8 @@ class MambaMixer(Mamba):
                          selective=cfg["ssm_selective"], a_init=cfg["a_init"])
 
 
-MIXERS = {"attention": MultiHeadAttention, "linear": LinearAttention, "mamba": MambaMixer}
+MIXERS = {"attention": MultiHeadAttention, "linear": LinearAttention, "mamba": MambaMixer,
+          "deltanet": DeltaNet, "gated_deltanet": GatedDeltaNet}
 
 
 def make_mixer(cfg):

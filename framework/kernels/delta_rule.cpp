@@ -1,0 +1,351 @@
+// The delta rule: the fused kernel, its naive reference and the decoding step (delta_rule.hpp).
+//
+// Forward, per (batch, head), on the state M = S^T (Dk x Dv), one step:
+//   M <- alpha_t M;   u = M^T k_t;   w = beta_t (v_t - u);   M <- M + k_t w^T;   o_t = scale M^T q_t
+// Backward. With dM the gradient w.r.t. the state after step t (from the steps after it; zero
+// after the last), P = alpha_t M_{t-1} and M_t, u, w as in the forward:
+//   dM += scale q_t do_t^T                    the readout
+//   dq_t = scale M_t do_t
+//   dw = dM^T k_t,   dk_t = dM w              from M_t = P + k_t w^T
+//   dbeta_t = dw . (v_t - u),   dv_t = beta_t dw,   du = -beta_t dw
+//   dP = dM + k_t du^T,   dk_t += P du        from u = P^T k_t
+//   dg_t = alpha_t <dP, M_{t-1}> = <dP, P>,   dM <- alpha_t dP   (now w.r.t. M_{t-1})
+// The backward reads M_{t-1} and M_t at every step, last step first: the forward saves M every
+// kChunk steps, and the backward recomputes a chunk's states from its checkpoint with the
+// forward's own step function (step_state: the same bits), then walks them backwards.
+// Every column of M (one value index) evolves on its own, so M's rows are padded to whole
+// vectors of 16 floats and a step is a loop over vector columns. The sums over Dk (u, o, dw)
+// accumulate lane-wise in a fixed order and the sums over Dv (dq, dk, dbeta, dg) reduce the lanes
+// in a fixed order, and each (batch, head) is one thread's: the results repeat bit for bit at
+// any thread count.
+#include "framework/kernels/delta_rule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "framework/core/autograd.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/simd/lanes.hpp"
+
+namespace tri {
+
+namespace {
+
+using lanes::bcast, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
+
+constexpr int64_t kChunk = 64;  // steps between saved states
+constexpr int kChains = 4;      // independent accumulators over Dk, to hide the FMA latency
+
+inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+struct Dims {
+  int64_t B, T, H, Dk, Dv, Dvp;
+};
+
+std::string shape_text(const Tensor& t) { return t.defined() ? t.shape().str() : "undefined"; }
+
+// Checks q, k [B, T, H, Dk], v [B, T, H, Dv], beta [B, T, H] and g [B, T, H] or undefined.
+Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                  const Tensor& g) {
+  auto fail = [&](const std::string& why) { return Error(std::string(op) + ": " + why); };
+  if (!q.defined() || q.dim() != 4) throw fail("q " + shape_text(q) + " must be [B, T, H, Dk]");
+  if (!k.defined() || k.shape() != q.shape())
+    throw fail("k " + shape_text(k) + " must have q's shape " + q.shape().str());
+  if (!v.defined() || v.dim() != 4 || v.size(0) != q.size(0) || v.size(1) != q.size(1) || v.size(2) != q.size(2))
+    throw fail("v " + shape_text(v) + " must be [B, T, H, Dv] with q's B, T, H " + q.shape().str());
+  const Shape bth{q.size(0), q.size(1), q.size(2)};
+  if (!beta.defined() || beta.shape() != bth)
+    throw fail("beta " + shape_text(beta) + " must be " + bth.str());
+  if (g.defined() && g.shape() != bth) throw fail("g " + g.shape().str() + " must be " + bth.str() + " or undefined");
+  return {q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), padded(v.size(3))};
+}
+
+// The sum of the 16 lanes, in a fixed order (a tree of halves).
+inline float hsum(Lanes x) {
+  x += __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  x += __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return x[0];
+}
+
+// Rows j of M (Dk x Dvp, columns l0 .. l0 + 15), each given to f(j, chain): kChains chains in
+// turn, the rows past the last whole group on chain 0.
+template <class F>
+inline void over_rows(int64_t Dk, F f) {
+  int64_t j = 0;
+  for (; j + kChains <= Dk; j += kChains)
+    for (int c = 0; c < kChains; ++c) f(j + c, c);
+  for (; j < Dk; ++j) f(j, 0);
+}
+
+inline Lanes combine(const Lanes (&acc)[kChains]) { return (acc[0] + acc[1]) + (acc[2] + acc[3]); }
+
+// One step of the recurrence on M [Dk][Dvp] (the top of the file): vp is v_t padded to Dvp with
+// zeros; writes o_t (Dvp) and, when u is not null, u = (alpha M)^T k_t (Dvp), which backward
+// reads. The forward, the backward's recomputation and the decoding step all call it.
+inline void step_state(float* M, int64_t Dk, int64_t Dvp, const float* q, const float* k, const float* vp,
+                       float beta, float alpha, bool gated, float scale, float* o, float* u) {
+  const Lanes a = bcast(alpha), b = bcast(beta), sc = bcast(scale);
+  for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
+    Lanes acc[kChains] = {};
+    over_rows(Dk, [&](int64_t j, int c) {  // decay, and read the memory at k
+      float* m = M + j * Dvp + l0;
+      Lanes mj = ld(m);
+      if (gated) {
+        mj = a * mj;
+        st(m, mj);
+      }
+      acc[c] += k[j] * mj;
+    });
+    const Lanes uu = combine(acc);
+    if (u) st(u + l0, uu);
+    const Lanes w = b * (ld(vp + l0) - uu);
+    Lanes oc[kChains] = {};
+    over_rows(Dk, [&](int64_t j, int c) {  // write the correction, and read at q
+      float* m = M + j * Dvp + l0;
+      const Lanes mj = ld(m) + k[j] * w;
+      st(m, mj);
+      oc[c] += q[j] * mj;
+    });
+    st(o + l0, sc * combine(oc));
+  }
+}
+
+// One (batch, head) of the [B, T, H, *] layout: step t's row at base + t * stride.
+struct HeadRows {
+  const float *q, *k, *v, *beta, *g;  // g null: no decay
+  int64_t sk, sv, sb;                 // H Dk, H Dv, H
+  int64_t ok, ov, ob;                 // the offsets of the head's first rows
+};
+
+HeadRows rows_of(const Dims& d, int64_t bh, const float* q, const float* k, const float* v, const float* beta,
+                 const float* g) {
+  const int64_t b = bh / d.H, h = bh % d.H;
+  const int64_t ok = (b * d.T * d.H + h) * d.Dk, ov = (b * d.T * d.H + h) * d.Dv, ob = b * d.T * d.H + h;
+  return {q + ok, k + ok, v + ov, beta + ob, g ? g + ob : nullptr, d.H * d.Dk, d.H * d.Dv, d.H, ok, ov, ob};
+}
+
+inline float alpha_at(const HeadRows& r, int64_t t) { return r.g ? std::exp(r.g[t * r.sb]) : 1.f; }
+
+// Copies n floats into a row padded with zeros (the padding written once by the caller).
+inline void copy_row(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
+
+// The forward over one (batch, head): o's rows (out, stride H Dv) and, when ckpt is not null, the
+// state before every kChunk-th step (ckpt + c Dk Dvp: M before step c kChunk).
+void forward_head(const Dims& d, const HeadRows& r, float scale, float* M, float* vp, float* op, float* out,
+                  float* ckpt) {
+  const int64_t n = d.Dk * d.Dvp;
+  std::fill(M, M + n, 0.f);
+  std::fill(vp, vp + d.Dvp, 0.f);
+  for (int64_t t = 0; t < d.T; ++t) {
+    if (ckpt && t % kChunk == 0) std::copy(M, M + n, ckpt + (t / kChunk) * n);
+    copy_row(r.v + t * r.sv, d.Dv, vp);
+    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, vp, r.beta[t * r.sb], alpha_at(r, t), r.g, scale,
+               op, nullptr);
+    std::copy(op, op + d.Dv, out + t * r.sv);
+  }
+}
+
+// Where one (batch, head)'s gradients go (null: not needed), at the head's first rows.
+struct GradRows {
+  float *q, *k, *v, *beta, *g;
+};
+
+struct BackwardScratch {
+  std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk;
+  explicit BackwardScratch(const Dims& d)
+      : states(size_t((kChunk + 1) * d.Dk * d.Dvp)), us(size_t(kChunk * d.Dvp)), dM(size_t(d.Dk * d.Dvp)),
+        vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), op(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
+        dk(size_t(d.Dk)) {}
+};
+
+// The backward over one (batch, head) (the top of the file), adding into the non-null gradients.
+void backward_head(const Dims& d, const HeadRows& r, float scale, const float* ckpt, const float* gout,
+                   const GradRows& gr, BackwardScratch& s) {
+  const int64_t n = d.Dk * d.Dvp, Dk = d.Dk, Dvp = d.Dvp;
+  const bool gated = r.g;
+  std::fill(s.dM.begin(), s.dM.end(), 0.f);
+  std::fill(s.vp.begin(), s.vp.end(), 0.f);
+  std::fill(s.dop.begin(), s.dop.end(), 0.f);
+  float* dM = s.dM.data();
+  const int64_t chunks = (d.T + kChunk - 1) / kChunk;
+  for (int64_t c = chunks - 1; c >= 0; --c) {
+    const int64_t t0 = c * kChunk, t1 = std::min(d.T, t0 + kChunk);
+    // The chunk's states, from its checkpoint: states[i + 1] is M after step t0 + i.
+    std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
+    for (int64_t t = t0; t < t1; ++t) {
+      float* M = s.states.data() + (t - t0 + 1) * n;
+      std::copy(M - n, M, M);
+      copy_row(r.v + t * r.sv, d.Dv, s.vp.data());
+      step_state(M, Dk, Dvp, r.q + t * r.sk, r.k + t * r.sk, s.vp.data(), r.beta[t * r.sb], alpha_at(r, t), gated,
+                 scale, s.op.data(), s.us.data() + (t - t0) * Dvp);
+    }
+    for (int64_t t = t1 - 1; t >= t0; --t) {
+      const float* Mt = s.states.data() + (t - t0 + 1) * n;
+      const float* Mp = Mt - n;
+      const float *q = r.q + t * r.sk, *k = r.k + t * r.sk;
+      const float alpha = alpha_at(r, t), beta = r.beta[t * r.sb];
+      copy_row(r.v + t * r.sv, d.Dv, s.vp.data());
+      copy_row(gout + t * r.sv, d.Dv, s.dop.data());
+      std::fill(s.dq.begin(), s.dq.end(), 0.f);
+      std::fill(s.dk.begin(), s.dk.end(), 0.f);
+      float* dq = s.dq.data();
+      float* dk = s.dk.data();
+      float dbeta = 0.f, dg = 0.f;
+      const Lanes a = bcast(alpha), b = bcast(beta);
+      for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
+        const Lanes dol = ld(s.dop.data() + l0);
+        const Lanes vu = ld(s.vp.data() + l0) - ld(s.us.data() + (t - t0) * Dvp + l0), w = b * vu;
+        Lanes dw[kChains] = {};
+        over_rows(Dk, [&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
+          float* m = dM + j * Dvp + l0;
+          const Lanes dmj = ld(m) + (scale * q[j]) * dol;
+          st(m, dmj);
+          dq[j] += hsum(ld(Mt + j * Dvp + l0) * dol);
+          dk[j] += hsum(dmj * w);
+          dw[ch] += k[j] * dmj;
+        });
+        const Lanes dwl = combine(dw);
+        dbeta += hsum(dwl * vu);
+        st(s.dv.data() + l0, b * dwl);
+        const Lanes du = -(b * dwl);
+        Lanes dga = {};
+        over_rows(Dk, [&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
+          float* m = dM + j * Dvp + l0;
+          const Lanes dp = ld(m) + k[j] * du;
+          const Lanes p = gated ? a * ld(Mp + j * Dvp + l0) : ld(Mp + j * Dvp + l0);
+          dk[j] += hsum(p * du);
+          if (gated) {
+            dga += dp * p;
+            st(m, a * dp);
+          } else {
+            st(m, dp);
+          }
+        });
+        if (gated) dg += hsum(dga);
+      }
+      if (gr.q)
+        for (int64_t j = 0; j < Dk; ++j) gr.q[t * r.sk + j] += scale * dq[j];
+      if (gr.k)
+        for (int64_t j = 0; j < Dk; ++j) gr.k[t * r.sk + j] += dk[j];
+      if (gr.v)
+        for (int64_t i = 0; i < d.Dv; ++i) gr.v[t * r.sv + i] += s.dv[size_t(i)];
+      if (gr.beta) gr.beta[t * r.sb] += dbeta;
+      if (gr.g) gr.g[t * r.sb] += dg;
+    }
+  }
+}
+
+void forward_all(const Dims& d, const float* q, const float* k, const float* v, const float* beta, const float* g,
+                 float scale, float* out, float* ckpt) {
+  const int64_t BH = d.B * d.H, per_head = ((d.T + kChunk - 1) / kChunk) * d.Dk * d.Dvp;
+#pragma omp parallel if (BH > 1)
+  {
+    std::vector<float> M(size_t(d.Dk * d.Dvp)), vp(size_t(d.Dvp)), op(size_t(d.Dvp));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const HeadRows r = rows_of(d, bh, q, k, v, beta, g);
+      forward_head(d, r, scale, M.data(), vp.data(), op.data(), out + r.ov, ckpt ? ckpt + bh * per_head : nullptr);
+    }
+  }
+}
+
+void backward_all(const Dims& d, const float* q, const float* k, const float* v, const float* beta, const float* g,
+                  float scale, const float* ckpt, const float* gout, const GradRows& gr) {
+  const int64_t BH = d.B * d.H, per_head = ((d.T + kChunk - 1) / kChunk) * d.Dk * d.Dvp;
+#pragma omp parallel if (BH > 1)
+  {
+    BackwardScratch scratch(d);
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const HeadRows r = rows_of(d, bh, q, k, v, beta, g);
+      auto at = [](float* p, int64_t o) { return p ? p + o : nullptr; };
+      const GradRows gh{at(gr.q, r.ok), at(gr.k, r.ok), at(gr.v, r.ov), at(gr.beta, r.ob), at(gr.g, r.ob)};
+      backward_head(d, r, scale, ckpt + bh * per_head, gout + r.ov, gh, scratch);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
+                  float scale) {
+  const Dims d = check_inputs("delta_rule", q, k, v, beta, g);
+  Tensor out = Tensor::empty(Shape{d.B, d.T, d.H, d.Dv});
+  const bool grad = needs_grad({q, k, v, beta, g});
+  const int64_t chunks = (d.T + kChunk - 1) / kChunk;
+  Tensor ckpt = grad ? Tensor::empty(Shape{d.B * d.H, chunks, d.Dk * d.Dvp}) : Tensor();
+  forward_all(d, q.data(), k.data(), v.data(), beta.data(), g.defined() ? g.data() : nullptr, scale, out.data(),
+              grad ? ckpt.data() : nullptr);
+  if (!grad) return out;
+  std::vector<Tensor> saved = {q, k, v, beta};
+  if (g.defined()) saved.push_back(g);
+  record("delta_rule", out, saved, [q, k, v, beta, g, ckpt, d, scale](const float* gout) {
+    const GradRows gr{grad_of(q), grad_of(k), grad_of(v), grad_of(beta), g.defined() ? grad_of(g) : nullptr};
+    backward_all(d, q.data(), k.data(), v.data(), beta.data(), g.defined() ? g.data() : nullptr, scale,
+                 ckpt.data(), gout, gr);
+  });
+  return out;
+}
+
+Tensor delta_rule_naive(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
+                        float scale) {
+  const Dims d = check_inputs("delta_rule_naive", q, k, v, beta, g);
+  const int64_t B = d.B, H = d.H, Dk = d.Dk, Dv = d.Dv;
+  // Time-major copies, so that each step is a view.
+  const Tensor qt = permute(q, {1, 0, 2, 3}), kt = permute(k, {1, 0, 2, 3}), vt = permute(v, {1, 0, 2, 3});
+  const Tensor bt = permute(beta, {1, 0, 2}), gt = g.defined() ? permute(g, {1, 0, 2}) : Tensor();
+  Tensor M = Tensor::zeros(Shape{B, H, Dk, Dv});  // S^T
+  std::vector<Tensor> outs;
+  for (int64_t t = 0; t < d.T; ++t) {
+    const Tensor qs = reshape(slice(qt, 0, t, t + 1), Shape{B, H, Dk, 1});
+    const Tensor ks = reshape(slice(kt, 0, t, t + 1), Shape{B, H, Dk, 1});
+    const Tensor vs = reshape(slice(vt, 0, t, t + 1), Shape{B, H, 1, Dv});
+    const Tensor bs = reshape(slice(bt, 0, t, t + 1), Shape{B, H, 1, 1});
+    const Tensor P = g.defined() ? mul(M, exp(reshape(slice(gt, 0, t, t + 1), Shape{B, H, 1, 1}))) : M;
+    const Tensor u = sum(mul(P, ks), {2}, true);  // [B, H, 1, Dv]: S k
+    M = add(P, mul(ks, mul(bs, sub(vs, u))));      // S + beta (v - S k) k^T, transposed
+    outs.push_back(reshape(mul_scalar(sum(mul(M, qs), {2}), scale), Shape{1, B, H, Dv}));
+  }
+  return permute(concat(outs, 0), {1, 0, 2, 3});
+}
+
+Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
+                       Tensor& M, float scale) {
+  const Dims d = check_inputs("delta_rule_step", q, k, v, beta, g);
+  if (d.T != 1)
+    throw Error("delta_rule_step: takes one time step, got T = " + std::to_string(d.T) + " in q " + q.shape().str());
+  const Shape m_shape{d.B, d.H, d.Dk, d.Dv};
+  if (!M.defined() || M.shape() != m_shape)
+    throw Error("delta_rule_step: state " + shape_text(M) + " must be " + m_shape.str());
+  Tensor out = Tensor::empty(Shape{d.B, 1, d.H, d.Dv});
+  const int64_t BH = d.B * d.H, n = d.Dk * d.Dv, np = d.Dk * d.Dvp;
+  const bool pad = d.Dv != d.Dvp;  // the step runs on a padded copy of the state
+#pragma omp parallel if (BH * n > (1 << 16))
+  {
+    std::vector<float> Mp(size_t(pad ? np : 0)), vp(size_t(d.Dvp)), op(size_t(d.Dvp));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < BH; ++bh) {
+      const HeadRows r = rows_of(d, bh, q.data(), k.data(), v.data(), beta.data(), g.defined() ? g.data() : nullptr);
+      float* Mh = M.data() + bh * n;
+      float* W = pad ? Mp.data() : Mh;
+      if (pad) {
+        std::fill(Mp.begin(), Mp.end(), 0.f);
+        for (int64_t j = 0; j < d.Dk; ++j) std::copy(Mh + j * d.Dv, Mh + (j + 1) * d.Dv, W + j * d.Dvp);
+      }
+      std::fill(vp.begin(), vp.end(), 0.f);
+      copy_row(r.v, d.Dv, vp.data());
+      step_state(W, d.Dk, d.Dvp, r.q, r.k, vp.data(), r.beta[0], alpha_at(r, 0), r.g, scale, op.data(), nullptr);
+      std::copy(op.begin(), op.begin() + d.Dv, out.data() + bh * d.Dv);
+      if (pad)
+        for (int64_t j = 0; j < d.Dk; ++j) std::copy(W + j * d.Dvp, W + j * d.Dvp + d.Dv, Mh + j * d.Dv);
+    }
+  }
+  M.bump_version();
+  return out;
+}
+
+}  // namespace tri
