@@ -36,8 +36,10 @@ void write_batch_dump(const std::string& path, const BatchDump& d) {
     f.write_ints("/targets", d.shape, d.targets);
     f.write_ints("/mask", d.shape, d.mask);
     if (d.logits) f.write("/logits", *d.logits);
-    for (const auto& [name, value] : d.attrs)
-      std::visit([&](const auto& v) { f.set_attr("/", name, v); }, value);
+    for (const auto& attr : d.attrs) {
+      const std::string& name = attr.first;  // clang 14 cannot capture a structured binding
+      std::visit([&](const auto& v) { f.set_attr("/", name, v); }, attr.second);
+    }
     f.flush();
   });
 }
