@@ -1,9 +1,12 @@
 // trilemma bench mixers: forward+backward time and peak extra memory of each sequence mixer
-// at several sequence lengths, and of the two attention kernels (fused vs naive) on their own.
+// at several sequence lengths, of the two attention kernels (fused vs naive) and of the delta
+// rule's two forms (fused recurrence vs chunkwise) on their own.
 // Peak memory: StepCost (bench.hpp). measure_mixer, the mixer alone, is shared with `bench scaling`.
+#include <cmath>
 #include <cstdio>
 
 #include "framework/kernels/attention.hpp"
+#include "framework/kernels/delta_rule.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
 #include "framework/ops/ops.hpp"
@@ -53,6 +56,27 @@ Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repea
       repeats);
   return {fused ? "attention kernel (fused)" : "attention kernel (naive)", T, c, double(B * T) / (c.ms * 1e-3)};
 }
+// The delta rule's two forms at the mixer's head width Dh = D / H: the fused recurrence and the
+// chunkwise form (chunks of 64), forward and backward, on unit keys as the models' (L2-normed).
+Row delta_rule_row(bool chunked, bool gated, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  Rng rng(3);
+  const Shape s{B, T, H, D / H}, sb{B, T, H};
+  Tensor q = init_normal(s, rng, 0.f, 1.f).requires_grad_(), v = init_normal(s, rng, 0.f, 1.f).requires_grad_();
+  Tensor k = mul_scalar(init_normal(s, rng, 0.f, 1.f), 1.f / std::sqrt(float(D / H))).requires_grad_();
+  Tensor beta = Tensor::full(sb, 0.5f).requires_grad_();
+  Tensor g = gated ? Tensor::full(sb, -0.05f).requires_grad_() : Tensor();
+  StepCost c = measure_step(
+      [&] {
+        Tensor o = chunked ? delta_rule_chunked(q, k, v, beta, g) : delta_rule(q, k, v, beta, g);
+        backward(mean(o));
+        for (Tensor* t : {&q, &k, &v, &beta, &g})
+          if (t->defined()) t->zero_grad();
+      },
+      repeats);
+  const std::string what = std::string(gated ? "gated " : "") + "delta rule (" + (chunked ? "chunked)" : "fused)");
+  return {what, T, c, double(B * T) / (c.ms * 1e-3)};
+}
+
 }  // namespace
 
 MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats) {
@@ -96,6 +120,9 @@ int bench_mixers(const po::variables_map& vm) {
     show(kernel_row(true, B, T, D, H, repeats));
     if (naive) show(kernel_row(false, B, T, D, H, repeats));
   }
+  for (bool gated : {false, true})
+    for (int64_t T : lens)
+      for (bool chunked : {false, true}) show(delta_rule_row(chunked, gated, B, T, D, H, repeats));
   if (json) {
     Json j = {{"benchmark", "mixers"}, {"batch", B}, {"d_model", D}, {"heads", H}, {"threads", num_threads()},
               {"rows", Json::array()}};
