@@ -35,6 +35,8 @@ Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_
   ModelConfig cfg = ModelConfig::of(family);
   cfg.d_model = D;
   read_text(cfg, {{"n-heads", std::to_string(H)}}, false);  // the families with heads
+  // Mamba 2: H heads over its 2 D channels (expand 2; D 128, H 4: head-dim 64, its default).
+  read_text(cfg, {{"head-dim", std::to_string(2 * D / H)}}, false);
   cfg.vocab = 16;
   cfg.max_seq_len = T;
   const MixerCost m = measure_mixer(cfg, B, T, repeats);
