@@ -250,11 +250,13 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
       for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
         const int64_t b = bt / d.T, t = bt % d.T;
         for (int64_t g = 0; g < d.G; ++g)
-          for (auto [dst, src] : {std::pair{gB, &hB}, std::pair{gC, &hC}}) {
+          for (int which = 0; which < 2; ++which) {
+            float* dst = which ? gC : gB;
             if (!dst) continue;
+            const std::vector<float>& src = which ? hC : hB;
             float* o = dst + (bt * d.G + g) * d.N;
             for (int64_t j = 0; j < d.hg; ++j) {
-              const float* h = src->data() + ((b * d.H + g * d.hg + j) * d.T + t) * d.N;
+              const float* h = src.data() + ((b * d.H + g * d.hg + j) * d.T + t) * d.N;
               for (int64_t i = 0; i < d.N; ++i) o[i] += h[i];
             }
           }

@@ -136,7 +136,7 @@ TEST_CASE("mamba2: bad combinations are one line naming the option, exit 2 on th
        {std::pair{"train --model mamba2 --task mqar --d-model 32 --head-dim 48 --steps 1", "--head-dim 48"},
         {"train --model mamba2 --task mqar --d-model 32 --head-dim 16 --n-groups 3 --steps 1", "--n-groups 3"},
         {"train --model mamba2 --task mqar --state-size 0 --steps 1", "--state-size 0 is out of range"},
-        {"train --model mamba2 --task mqar --d-state 16 --steps 1", "--d-state 16 is an option of mamba"}}) {
+        {"train --model mamba2 --task mqar --d-state 8 --steps 1", "--d-state 8 is an option of mamba, not of model mamba2"}}) {
     CAPTURE(args);
     const Run r = run(std::string(args) + " --out '" + scratch("mamba2-bad").string() + "'");
     CHECK(r.code == 2);
