@@ -1,12 +1,13 @@
 // trilemma bench mixers: forward+backward time and peak extra memory of each sequence mixer
 // at several sequence lengths, of the two attention kernels (fused vs naive) and of the delta
-// rule's two forms (fused recurrence vs chunkwise) on their own.
+// rule's and Mamba 2's SSD scan's two forms (fused recurrence vs chunkwise) on their own.
 // Peak memory: StepCost (bench.hpp). measure_mixer, the mixer alone, is shared with `bench scaling`.
 #include <cmath>
 #include <cstdio>
 
 #include "framework/kernels/attention.hpp"
 #include "framework/kernels/delta_rule.hpp"
+#include "framework/kernels/ssd_scan.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
 #include "framework/ops/ops.hpp"
@@ -79,6 +80,27 @@ Row delta_rule_row(bool chunked, bool gated, int64_t B, int64_t T, int64_t D, in
   return {what, T, c, double(B * T) / (c.ms * 1e-3)};
 }
 
+// Mamba 2's SSD scan in its two forms at mamba2's default shape for the mixer's heads: head
+// dimension P = 2 D / H (expand 2), state N 64, one group of B and C.
+Row ssd_scan_row(bool chunked, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  Rng rng(4);
+  const int64_t P = 2 * D / H, N = 64;
+  Tensor x = init_normal(Shape{B, T, H, P}, rng, 0.f, 1.f).requires_grad_();
+  Tensor dt = Tensor::full(Shape{B, T, H}, 0.05f).requires_grad_();
+  Tensor A = Tensor::full(Shape{H}, -1.f).requires_grad_();
+  Tensor Bm = init_normal(Shape{B, T, 1, N}, rng, 0.f, 1.f).requires_grad_();
+  Tensor Cm = init_normal(Shape{B, T, 1, N}, rng, 0.f, 1.f).requires_grad_();
+  Tensor Dk = Tensor::full(Shape{H}, 1.f).requires_grad_();
+  StepCost c = measure_step(
+      [&] {
+        Tensor y = chunked ? ssd_scan_chunked(x, dt, A, Bm, Cm, Dk) : ssd_scan(x, dt, A, Bm, Cm, Dk);
+        backward(mean(y));
+        for (Tensor* t : {&x, &dt, &A, &Bm, &Cm, &Dk}) t->zero_grad();
+      },
+      repeats);
+  return {std::string("ssd scan (") + (chunked ? "chunked)" : "fused)"), T, c, double(B * T) / (c.ms * 1e-3)};
+}
+
 }  // namespace
 
 MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats) {
@@ -125,6 +147,8 @@ int bench_mixers(const po::variables_map& vm) {
   for (bool gated : {false, true})
     for (int64_t T : lens)
       for (bool chunked : {false, true}) show(delta_rule_row(chunked, gated, B, T, D, H, repeats));
+  for (int64_t T : lens)
+    for (bool chunked : {false, true}) show(ssd_scan_row(chunked, B, T, D, H, repeats));
   if (json) {
     Json j = {{"benchmark", "mixers"}, {"batch", B}, {"d_model", D}, {"heads", H}, {"threads", num_threads()},
               {"rows", Json::array()}};

@@ -35,6 +35,10 @@ Tensor delta_rule_naive(const Tensor& q, const Tensor& k, const Tensor& v, const
 Tensor delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
                           const Tensor& g = Tensor(), float scale = 1.f, int64_t chunk = 64);
 
+// Throws the one-line error of `op` when the shapes are not the layout's.
+void delta_rule_check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                      const Tensor& g);
+
 // One recurrent step (no grad): q, k [B, 1, H, Dk], v [B, 1, H, Dv], beta and g [B, 1, H] (g
 // may be undefined); updates the state M = S^T [B, H, Dk, Dv] in place and returns o [B, 1, H,
 // Dv], with the fused forward's arithmetic: stepping token by token gives its bits.

@@ -200,6 +200,11 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
 
 }  // namespace
 
+void ssd_scan_check(const char* op, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                    const Tensor& Cm, const Tensor& D) {
+  check_inputs(op, x, dt, A, Bm, Cm, D);
+}
+
 Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
                 const Tensor& D) {
   const Dims d = check_inputs("ssd_scan", x, dt, A, Bm, Cm, D);

@@ -27,6 +27,16 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
 Tensor ssd_scan_naive(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
                       const Tensor& D = Tensor());
 
+// The chunkwise (matrix-product) form (ssd_scan_chunked.cpp: the paper's block decomposition per
+// chunk of C steps, the chunks in turn), written with ops and differentiated by the tape. It
+// equals the fused kernel to float32 rounding; docs/ARCHITECTURE.md measures both forms.
+Tensor ssd_scan_chunked(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
+                        const Tensor& D = Tensor(), int64_t chunk = 64);
+
+// Throws the one-line error of `op` when the shapes are not the layout's.
+void ssd_scan_check(const char* op, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
+                    const Tensor& Cm, const Tensor& D);
+
 // One recurrent step (no grad): x [B, 1, H, P], dt [B, 1, H], Bm and Cm [B, 1, G, N]; updates
 // the state [B, H, P, N] in place and returns y [B, 1, H, P], with the fused forward's arithmetic:
 // stepping token by token gives its bits.
