@@ -58,7 +58,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from models import LanguageModel, no_weight_decay  # noqa: E402
+from models import FAMILY_OPTIONS, LanguageModel, no_weight_decay  # noqa: E402
 from torch_forms import FORMS, HAS_SDPA, use_form  # noqa: E402
 
 VOCAB = 64
@@ -77,7 +77,10 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCH
 EXPERIMENT_VOCAB = 512
 TUNED = {"attention": lambda T: "sdpa" if HAS_SDPA else "qkv",
          "linear": lambda T: "chunked",
-         "mamba": lambda T: "chunked"}
+         "mamba": lambda T: "chunked",
+         "deltanet": lambda T: "chunked",
+         "gated_deltanet": lambda T: "chunked"}
+DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
 
 
@@ -88,6 +91,8 @@ def model_config(family, d, layers, heads, T, experiment=False):
         cfg.update(mlp="none", tie_embeddings=True)
     if family == "mamba":
         return dict(cfg, mlp="none")
+    if family in DELTA_FAMILIES:  # no HeadOptions in trilemma bench train: no MLP nor positions, the family's heads
+        return dict(cfg, mlp="none", n_heads=FAMILY_OPTIONS[family]["n_heads"])
     return dict(cfg, n_heads=heads, bias=not experiment, pos="learned")
 
 
@@ -177,22 +182,25 @@ def check(threads):
     torch.set_num_threads(threads)
     sizes = dict(d=32, layers=2, heads=4, T=256, batch=2)  # T 256: 4 chunks of 64
     failures = 0
-    for family, (_, _, variants) in FORMS.items():
-        ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], sizes["T"])
+    cases = [(family, sizes["T"]) for family in FORMS]
+    cases += [(family, 100) for family in DELTA_FAMILIES]  # T % 64 != 0: the chunked form's padding
+    for family, T in cases:
+        variants = FORMS[family][2]
+        ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], T)
         with torch.no_grad():  # move the weights off their init so every gradient path matters
             for p in ref.parameters():
                 p.add_(0.02 * torch.randn_like(p))
         g = torch.Generator().manual_seed(2)
-        ids = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
-        targets = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
+        ids = torch.randint(0, VOCAB, (sizes["batch"], T), generator=g)
+        targets = torch.randint(0, VOCAB, (sizes["batch"], T), generator=g)
         exact = loss_and_grads(ref, ids, targets, torch.float64)
         plain = loss_and_grads(ref, ids, targets, torch.float32)
-        compiled = [(TUNED[family](sizes["T"]), True)] if hasattr(torch, "compile") else []
+        compiled = [(TUNED[family](T), True)] if hasattr(torch, "compile") else []
         for variant, compile_it in [(v, False) for v in variants] + compiled:
             FORMS[family][0].block = 64  # blocked attention: several blocks at this small T
             fast = loss_and_grads(use_form(copy.deepcopy(ref), family, variant), ids, targets,
                                   torch.float32, compile_it)
-            variant += " compiled" if compile_it else ""
+            variant += (" compiled" if compile_it else "") + (f" T {T}" if T != sizes["T"] else "")
             worst = 0.0
             for name, x in exact.items():
                 bound = 4 * rms(plain[name] - x) + 8 * torch.finfo(torch.float32).eps * rms(x)
