@@ -6,6 +6,12 @@ S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t /
               then a lax.scan over the chunks carrying the state [d_k, d_v]; T padded up to a
               multiple of 64, the padding's outputs dropped
   sequential  lax.scan over the T steps (unrolled by 8)
+Measured at 1 thread (median ms per step over 3 steps on a shared, loaded machine): E64 chunked
+274 vs sequential 292 (deltanet), 335 vs 356 (gated_deltanet); S chunked 286 vs 742, 529 vs 963;
+as products only ((I + L)^-1 = (I - L)(I + L^2)...(I + L^32), L being nilpotent) instead of the
+triangular solve, E64 gated_deltanet took 563 against 209 -> chunked with the solve.
+The triangular solve runs on the BLAS jaxlib borrows from scipy (OpenBLAS): jax_models.py caps its
+threads too (OPENBLAS_NUM_THREADS), as an uncapped pool hung a run at S.
 Imported by jax_models.py after it has set XLA_FLAGS.
 """
 import math

@@ -21,7 +21,8 @@ Forms, per mixer (--variant picks another):
              transform inside, a lax.scan across) or sequential (lax.scan over the T steps)
 
 --threads N sets XLA_FLAGS (--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1 for
-N = 1, intra_op_parallelism_threads=N otherwise) before jax is imported; compile seconds (lower +
+N = 1, intra_op_parallelism_threads=N otherwise), OMP_NUM_THREADS and OPENBLAS_NUM_THREADS before
+jax is imported; compile seconds (lower +
 compile of the step, apart from the timed steps) are reported as compile_s.
 
 --check: the twin tests/torch/models.py under the venv's torch, same seed, its weights copied in;
@@ -72,6 +73,8 @@ def set_threads(threads):
         os.environ["XLA_FLAGS"] = flags
     if threads > 0:
         os.environ["OMP_NUM_THREADS"] = str(threads)
+        # jaxlib's LAPACK/BLAS calls (the delta rule's triangular solve) use scipy's OpenBLAS and its own pool
+        os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
 
 
 def import_jax():

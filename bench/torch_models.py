@@ -1,12 +1,12 @@
 """The PyTorch baseline of the training benchmark: trilemma's benchmark models (tests/torch/models.py's
 LanguageModel: the same structure, names, initialisation and parameter counts) trained with
 AdamW and grad-norm clipping as train/trainer.cpp does (lr 1e-3, betas 0.9/0.999, eps 1e-8,
-weight decay 0.1 except norms, biases, embeddings and Mamba's A_log/D; clip 1.0; warm-up 50 then
-cosine), on random token batches of the benchmark's shapes.
+weight decay 0.1 except norms, biases, embeddings, Mamba's A_log/D and Gated DeltaNet's
+A_log/dt_bias; clip 1.0; warm-up 50 then cosine), on random token batches of the benchmark's shapes.
 
   --form plain  PyTorch out of the box: models.py as written (masked softmax attention, masked
-                quadratic linear attention, Mamba's sequential scan by unbind), AdamW's default
-                implementation, zero_grad(set_to_none=True).
+                quadratic linear attention, Mamba's sequential scan by unbind, the delta rule's
+                step-by-step loop), AdamW's default implementation, zero_grad(set_to_none=True).
   --form tuned  the fastest form measured per model and shape (torch_forms.py says what each
                 does; TUNED below is the choice), AdamW(foreach=True). The process environment
                 (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, tcmalloc, threads) is the caller's:
@@ -25,6 +25,11 @@ at load 5-7, so only the ratios mean anything; the chosen form first):
   mamba      S: chunked 450 vs blelloch 491 vs sequential 755;  L4096: chunked 3196 vs blelloch
              5886 vs sequential 4682 -> chunked at every T
   (2 threads at S, load 5: mamba chunked 439-1259 vs plain unbind form 14660-20300 ms)
+  deltanet, gated_deltanet (median ms per step over 3 steps, 1 thread, load 2-5; PyTorch 2.15,
+             then 1.13): E64 chunked 128, 232 vs recurrent 173, 263 (2.15); 168, 243 vs 374, 414
+             (1.13); S chunked 379, 337 vs recurrent 1041, 836 (2.15); 289, 309 vs 1416, 1088
+             (1.13) -> chunked at every T. Compiled (2.15, chunked): E64 168, 208; S 333, 446 (compile
+             58-105 s), no faster than eager on this loaded machine
 PyTorch 2.15 (1 thread, E64, CPU ms per step on a machine at load 10): attention sdpa 63, 66 vs
   qkv 68, 78 -> sdpa wherever F.scaled_dot_product_attention exists. Under torch.compile Mamba's
   scan stays torch_scan.py's eager kernels (dynamo cannot trace their out= rows), the rest compiles.
@@ -37,7 +42,7 @@ error, never more; a wrong formula is off by orders of magnitude. Under PyTorch 
 covers the sdpa form and every family's TUNED form under torch.compile.
 
 Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096|E64|E256|E1024
-       --model attention|linear|mamba [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
+       --model attention|linear|mamba|deltanet|gated_deltanet [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
        [--threads 2] [--json] [--compile]
        /usr/bin/python3 bench/torch_models.py --check
 """
