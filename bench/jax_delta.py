@@ -2,16 +2,15 @@
 tests/torch/models.py's names and initialisation laws, and the mixer in two forms of the delta rule
 S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t / sqrt(d_k):
   chunked     torch_forms.py's chunked form (its docstring gives the algebra): chunks of 64, the
-              pseudo-values of every chunk by one batched unit triangular solve (the UT transform),
+              pseudo-values of every chunk by a unit lower triangular solve (the UT transform) made of
+              products (unit_lower_solve),
               then a lax.scan over the chunks carrying the state [d_k, d_v]; T padded up to a
               multiple of 64, the padding's outputs dropped
   sequential  lax.scan over the T steps (unrolled by 8)
-Measured at 1 thread (median ms per step over 3 steps on a shared, loaded machine): E64 chunked
-274 vs sequential 292 (deltanet), 335 vs 356 (gated_deltanet); S chunked 286 vs 742, 529 vs 963;
-as products only ((I + L)^-1 = (I - L)(I + L^2)...(I + L^32), L being nilpotent) instead of the
-triangular solve, E64 gated_deltanet took 563 against 209 -> chunked with the solve.
-The triangular solve runs on the BLAS jaxlib borrows from scipy (OpenBLAS): jax_models.py caps its
-threads too (OPENBLAS_NUM_THREADS), as an uncapped pool hung a run at S.
+Measured at 1 thread (median ms per step over 3 steps on a shared, loaded machine), with
+lax.linalg.triangular_solve for the solve: E64 chunked 274 vs sequential 292 (deltanet), 335 vs
+356 (gated_deltanet); S chunked 286 vs 742, 529 vs 963 -> chunked. With unit_lower_solve: see
+jax_models.py's docstring.
 Imported by jax_models.py after it has set XLA_FLAGS.
 """
 import math
@@ -70,6 +69,26 @@ def recurrent(q, k, v, beta, g):
     return jnp.moveaxis(o, 0, 2)
 
 
+def unit_lower_solve(L, rhs, block=16):
+    """(I + L)^-1 rhs for L strictly lower [..., C, C], products only: block forward substitution,
+    each diagonal block inverted as (I - M)(I + M^2)(I + M^4)... (M nilpotent). Not
+    lax.linalg.triangular_solve: jaxlib's batched solve waits on XLA's intra-op pool from inside it,
+    and two of them at once (the backward has two) deadlocked a run."""
+    C = L.shape[-1]
+    b = block if C % block == 0 else C
+    xs = []
+    for s in range(0, C, b):
+        r = rhs[..., s:s + b, :]
+        if s:
+            r = r - L[..., s:s + b, :s] @ jnp.concatenate(xs, -2)
+        M = -L[..., s:s + b, s:s + b]
+        for _ in range(max(1, (b - 1).bit_length())):
+            r = r + M @ r
+            M = M @ M
+        xs.append(r)
+    return jnp.concatenate(xs, -2)
+
+
 def chunked(q, k, v, beta, g):
     B, H, T, dk = k.shape
     dv = v.shape[-1]
@@ -101,7 +120,7 @@ def chunked(q, k, v, beta, g):
     strict = decay * (1 - jnp.eye(C, dtype=q.dtype))
     L = jnp.einsum("bhnik,bhnjk->bhnij", k * beta, k) * strict
     rhs = jnp.concatenate([v * beta, k_gamma * beta], -1)
-    X = lax.linalg.triangular_solve(L, rhs, left_side=True, lower=True, unit_diagonal=True)  # (I + L)^-1 rhs
+    X = unit_lower_solve(L, rhs)
     u_bar, W = X[..., :dv], X[..., dv:]
     att = jnp.einsum("bhnik,bhnjk->bhnij", q, k) * decay
 

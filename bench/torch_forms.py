@@ -28,7 +28,9 @@ one GEMM on the concatenated q/k/v/b/a/g weights and one depthwise conv over the
             (I + L) [Ubar, W] = [diag(beta) V, diag(beta Gamma) K], L = tril(diag(beta) (K K^T *
             exp(G_i - G_j)), -1), by one batched unit triangular solve for all chunks at once; then
             per chunk O = (Q * Gamma) h_0 + (tril(Q K^T) * exp(G_i - G_j)) U and
-            h_C = Gamma_C h_0 + (K * exp(G_C - G))^T U: one loop step per chunk.
+            h_C = Gamma_C h_0 + (K * exp(G_C - G))^T U: one loop step per chunk. G_i - G_j is
+            summed over (j, i] (a masked cumsum), not taken as a difference of cumsums, which
+            lost float32 digits enough to fail --check on A_log's and dt_bias's gradients.
   recurrent the reference's step-by-step loop over T (the plain form, in the state's [d_k, d_v]
             layout).
 """
