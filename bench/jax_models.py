@@ -18,7 +18,10 @@ Forms, per mixer (--variant picks another):
              1161 vs sequential 970, 1150 vs chunked 1028 (the same computation as associative
              at T <= 64); S associative 2614 vs chunked 3011 -> associative as the default
   deltanet, gated_deltanet  the delta rule (bench/jax_delta.py): chunked (chunks of 64, the UT
-             transform inside, a lax.scan across) or sequential (lax.scan over the T steps)
+             transform inside, a lax.scan across) or sequential (lax.scan over the T steps);
+             measured at 1 thread, CPU ms per step (deltanet, gated_deltanet) on a machine at load
+             5: E64 chunked 210, 316-353 vs sequential 201, 259-267; S chunked 410, 541 vs
+             sequential 515, 640 -> sequential at T <= 64 (one chunk), chunked above
 
 --threads N sets XLA_FLAGS (--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1 for
 N = 1, intra_op_parallelism_threads=N otherwise), OMP_NUM_THREADS and OPENBLAS_NUM_THREADS before
@@ -319,12 +322,18 @@ def make_train_step(cfg, variant):
     return jax.jit(step, donate_argnums=(0, 1))
 
 
+def default_variant(model, T):
+    if model in DELTA_FAMILIES and T <= CHUNK:  # one chunk: the solve costs more than the steps it replaces
+        return "sequential"
+    return DEFAULT_VARIANT[model]
+
+
 def bench(a):
     from torch_models import CONFIGS, EXPERIMENT_VOCAB, VOCAB, lr_at, model_config
     d, layers, heads, T, batch = CONFIGS[a.config]
     experiment = a.config.startswith("E")
     cfg = model_config(a.model, d, layers, heads, T, experiment)
-    variant = a.variant or DEFAULT_VARIANT[a.model]
+    variant = a.variant or default_variant(a.model, T)
     params = init_params(cfg, jax.random.PRNGKey(0))
     opt = {"t": jnp.zeros((), jnp.float32), "m": jax.tree_util.tree_map(jnp.zeros_like, params),
            "v": jax.tree_util.tree_map(jnp.zeros_like, params)}
