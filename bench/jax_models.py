@@ -76,7 +76,7 @@ def set_threads(threads):
         os.environ["XLA_FLAGS"] = flags
     if threads > 0:
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        # jaxlib's LAPACK/BLAS calls (the delta rule's triangular solve) use scipy's OpenBLAS and its own pool
+        # jaxlib's LAPACK/BLAS custom calls run on scipy's OpenBLAS, which starts a pool of its own
         os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
 
 
