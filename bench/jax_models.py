@@ -17,9 +17,15 @@ Forms, per mixer (--variant picks another):
              measured at 1 thread, CPU ms per step on a shared machine: E64 associative 1117,
              1161 vs sequential 970, 1150 vs chunked 1028 (the same computation as associative
              at T <= 64); S associative 2614 vs chunked 3011 -> associative as the default
+  deltanet, gated_deltanet  the delta rule (bench/jax_delta.py): chunked (chunks of 64, the UT
+             transform inside, a lax.scan across) or sequential (lax.scan over the T steps);
+             measured at 1 thread, CPU ms per step (deltanet, gated_deltanet) on a machine at load
+             5: E64 chunked 210, 316-353 vs sequential 201, 259-267; S chunked 410, 541 vs
+             sequential 515, 640 -> sequential at T <= 64 (one chunk), chunked above
 
 --threads N sets XLA_FLAGS (--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1 for
-N = 1, intra_op_parallelism_threads=N otherwise) before jax is imported; compile seconds (lower +
+N = 1, intra_op_parallelism_threads=N otherwise), OMP_NUM_THREADS and OPENBLAS_NUM_THREADS before
+jax is imported; compile seconds (lower +
 compile of the step, apart from the timed steps) are reported as compile_s.
 
 --check: the twin tests/torch/models.py under the venv's torch, same seed, its weights copied in;
@@ -30,7 +36,7 @@ or 1e-3 of the largest gradient RMS if that is larger: k_proj.bias's gradient is
 arithmetic (softmax ignores a shift shared by all keys), so its relative error means nothing.
 
 Usage: .../bench-venv/bin/python bench/jax_models.py --config S|W|L1024|...|E1024
-       --model attention|linear|mamba [--variant V] [--steps 10] [--warmup 2] [--threads 1] [--json]
+       --model attention|linear|mamba|deltanet|gated_deltanet [--variant V] [--steps 10] [--warmup 2] [--threads 1] [--json]
        .../bench-venv/bin/python bench/jax_models.py --check
 """
 import argparse
@@ -46,8 +52,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
 sys.path.insert(0, HERE)
 
 VARIANTS = {"attention": ["softmax"], "linear": ["chunked", "quadratic"],
-            "mamba": ["associative", "chunked", "sequential"]}
-DEFAULT_VARIANT = {"attention": "softmax", "linear": "chunked", "mamba": "associative"}
+            "mamba": ["associative", "chunked", "sequential"],
+            "deltanet": ["chunked", "sequential"], "gated_deltanet": ["chunked", "sequential"]}
+DEFAULT_VARIANT = {"attention": "softmax", "linear": "chunked", "mamba": "associative",
+                   "deltanet": "chunked", "gated_deltanet": "chunked"}
+DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 CHUNK = 64
 LN_EPS = RMS_EPS = 1e-5
 
@@ -67,6 +76,8 @@ def set_threads(threads):
         os.environ["XLA_FLAGS"] = flags
     if threads > 0:
         os.environ["OMP_NUM_THREADS"] = str(threads)
+        # jaxlib's LAPACK/BLAS custom calls run on scipy's OpenBLAS, which starts a pool of its own
+        os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
 
 
 def import_jax():
@@ -120,7 +131,10 @@ def init_params(cfg, key):
             linear(p + "mixer.out_proj", d, E, False)
         else:
             norm(p + "norm1", False)
-            for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            if family in DELTA_FAMILIES:
+                import jax_delta
+                jax_delta.init_params(params, p + "mixer.", cfg, keys, uniform, linear)
+            for proj in ("q_proj", "k_proj", "v_proj", "out_proj") if family not in DELTA_FAMILIES else ():
                 linear(p + "mixer." + proj, d, d, cfg["bias"])
             if cfg["mlp"] != "none":
                 norm(p + "norm2", False)
@@ -265,6 +279,9 @@ def forward(params, ids, cfg, variant):
             x = x + mamba_mixer(params, p + "mixer.", rms_norm(params, p + "norm", x), variant)
             continue
         mixer = softmax_attention if cfg["family"] == "attention" else linear_attention
+        if cfg["family"] in DELTA_FAMILIES:
+            import jax_delta
+            mixer = lambda params, p, x, heads, variant: jax_delta.mixer(params, p, x, cfg, variant)  # noqa: E731
         x = x + mixer(params, p + "mixer.", layer_norm(params, p + "norm1", x), cfg["n_heads"], variant)
         if cfg["mlp"] != "none":
             hidden = jax.nn.gelu(dense(params, p + "mlp.fc1", layer_norm(params, p + "norm2", x)), approximate=False)
@@ -305,12 +322,18 @@ def make_train_step(cfg, variant):
     return jax.jit(step, donate_argnums=(0, 1))
 
 
+def default_variant(model, T):
+    if model in DELTA_FAMILIES and T <= CHUNK:  # one chunk: the solve costs more than the steps it replaces
+        return "sequential"
+    return DEFAULT_VARIANT[model]
+
+
 def bench(a):
     from torch_models import CONFIGS, EXPERIMENT_VOCAB, VOCAB, lr_at, model_config
     d, layers, heads, T, batch = CONFIGS[a.config]
     experiment = a.config.startswith("E")
     cfg = model_config(a.model, d, layers, heads, T, experiment)
-    variant = a.variant or DEFAULT_VARIANT[a.model]
+    variant = a.variant or default_variant(a.model, T)
     params = init_params(cfg, jax.random.PRNGKey(0))
     opt = {"t": jnp.zeros((), jnp.float32), "m": jax.tree_util.tree_map(jnp.zeros_like, params),
            "v": jax.tree_util.tree_map(jnp.zeros_like, params)}
@@ -353,7 +376,9 @@ def check():
     from torch_models import VOCAB, build
     tolerance, failures = 1e-4, 0
     d, layers, heads, T, batch = 32, 2, 4, 256, 2
-    for family, variants in VARIANTS.items():
+    cases = [(family, T) for family in VARIANTS] + [(family, 100) for family in DELTA_FAMILIES]  # 100: padding
+    for family, T in cases:
+        variants = VARIANTS[family]
         ref = build(family, d, layers, heads, T)
         with torch.no_grad():
             for p in ref.parameters():
@@ -386,7 +411,7 @@ def check():
                 if not err <= tolerance:
                     failures += 1
                     print(f"FAIL {family}/{variant} {name}: RMS relative error {err:.2e} > {tolerance:.0e}")
-            print(f"{family}/{variant}: loss {float(got_loss):.6f} (torch float64 {loss.item():.6f}); "
+            print(f"{family}/{variant}{f' T {T}' if T != 256 else ''}: loss {float(got_loss):.6f} (torch float64 {loss.item():.6f}); "
                   f"worst RMS relative error {worst:.1e} over {len(want)} tensors (logits, loss, gradients)")
     return failures
 

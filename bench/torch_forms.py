@@ -18,13 +18,28 @@ Mamba (Gu & Dao selective scan, mamba_ssm's parameterisation as models/mamba.cpp
   scan-<kernel>  time-major [T, B, E, N] discretisation a = exp(dt A), b = dt B u, the
             recurrence by torch_scan.LinearScan (kernel: sequential, chunked or blelloch), then
             y = C . h + D u, gated by silu(z).
+DeltaNet and Gated DeltaNet (the delta rule S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) +
+beta_t v_t k_t^T, o_t = S_t q_t / sqrt(d_k); alpha = 1 without the state gate), both forms after
+one GEMM on the concatenated q/k/v/b/a/g weights and one depthwise conv over the q/k/v channels:
+  chunked   Yang et al. 2024 sec. 3 (the WY representation, the UT transform), with Yang et al.
+            2025's decay: chunks of 64 steps (T padded up to a multiple, the padding's outputs
+            dropped). With G the within-chunk cumulative log-decay, Gamma = exp(G) and h_0 the
+            state [d_k, d_v] entering the chunk, the pseudo-values U = Ubar - W h_0 solve
+            (I + L) [Ubar, W] = [diag(beta) V, diag(beta Gamma) K], L = tril(diag(beta) (K K^T *
+            exp(G_i - G_j)), -1), by one batched unit triangular solve for all chunks at once; then
+            per chunk O = (Q * Gamma) h_0 + (tril(Q K^T) * exp(G_i - G_j)) U and
+            h_C = Gamma_C h_0 + (K * exp(G_C - G))^T U: one loop step per chunk. G_i - G_j is
+            summed over (j, i] (a masked cumsum), not taken as a difference of cumsums, which
+            lost float32 digits enough to fail --check on A_log's and dt_bias's gradients.
+  recurrent the reference's step-by-step loop over T (the plain form, in the state's [d_k, d_v]
+            layout).
 """
 import math
 
 import torch
 import torch.nn.functional as F
 
-from models import LINEAR_ATTENTION_EPS, LinearAttention, MambaMixer, MultiHeadAttention
+from models import L2_NORM_EPS, LINEAR_ATTENTION_EPS, DeltaNet, LinearAttention, MambaMixer, MultiHeadAttention
 from torch_scan import linear_scan
 
 _MASKS = {}
@@ -41,6 +56,13 @@ def multiplicative_causal_mask(T, dtype):
     key = ("tril", T, dtype)
     if key not in _MASKS:
         _MASKS[key] = torch.ones(T, T, dtype=dtype).tril()
+    return _MASKS[key]
+
+
+def strictly_lower_mask(T, dtype):
+    key = ("tril-1", T, dtype)
+    if key not in _MASKS:
+        _MASKS[key] = torch.ones(T, T, dtype=dtype).tril(-1)
     return _MASKS[key]
 
 
@@ -134,11 +156,114 @@ class FastMamba(MambaMixer):
         return self.out_proj(y).transpose(0, 1)
 
 
+def delta_rule_recurrent(q, k, v, beta, g):
+    """q, k [B, H, T, dk] (q already scaled), v [B, H, T, dv], beta and g (log-decay, or None)
+    [B, H, T] -> o [B, H, T, dv]; the state h = S^T, [dk, dv]."""
+    B, H, T, dk = k.shape
+    h = k.new_zeros(B, H, dk, v.shape[-1])
+    outs = []
+    for t in range(T):
+        if g is not None:
+            h = h * g[:, :, t, None, None].exp()
+        kt = k[:, :, t, :, None]                                   # [B, H, dk, 1]
+        u = beta[:, :, t, None] * (v[:, :, t] - (h * kt).sum(-2))  # beta (v - S k)
+        h = h + kt * u[:, :, None, :]
+        outs.append((h * q[:, :, t, :, None]).sum(-2))
+    return torch.stack(outs, 2)
+
+
+def delta_rule_chunked(q, k, v, beta, g, chunk):
+    """delta_rule_recurrent's result by chunks (the module docstring's algebra)."""
+    B, H, T, dk = k.shape
+    dv = v.shape[-1]
+    C = min(chunk, T)
+    pad = -T % C
+    if pad:  # padding sits after every real step: it changes no output that is kept
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        beta = F.pad(beta, (0, pad))
+        g = F.pad(g, (0, pad)) if g is not None else None
+    n = (T + pad) // C
+    q, k, v = (t.reshape(B, H, n, C, t.shape[-1]) for t in (q, k, v))
+    beta = beta.reshape(B, H, n, C, 1)
+    causal = multiplicative_causal_mask(C, q.dtype)
+    if g is None:
+        decay = causal
+        k_gamma, k_end, gamma_end = k, k, None
+        q_gamma = q
+    else:
+        g = g.reshape(B, H, n, C)
+        G = g.cumsum(-1)
+        # G_i - G_j as the sum of g over (j, i], not a difference of cumsums: at A up to 16 these
+        # reach -100 in a chunk, and their difference would lose float32 digits; -inf above the
+        # diagonal, where the exponents are positive and could overflow
+        seg = (g[..., :, None] * strictly_lower_mask(C, q.dtype)).cumsum(-2)
+        decay = seg.masked_fill(causal == 0, float("-inf")).exp()
+        gamma = G.exp()[..., None]
+        q_gamma, k_gamma = q * gamma, k * gamma
+        k_end = k * decay[..., -1, :, None]                          # exp(G_C - G_j)
+        gamma_end = G[..., -1].exp()[..., None, None]
+    kb = k * beta
+    L = (kb @ k.transpose(-2, -1)) * decay * strictly_lower_mask(C, q.dtype)
+    rhs = torch.cat([v * beta, k_gamma * beta], -1)
+    X = torch.linalg.solve_triangular(L, rhs, upper=False, unitriangular=True)  # (I + L)^-1 rhs
+    u_bar, W = X[..., :dv], X[..., dv:]
+    att = (q @ k.transpose(-2, -1)) * decay
+    h, outs = None, []
+    for i in range(n):
+        if h is None:  # the first chunk starts from a zero state
+            u = u_bar[:, :, i]
+            o = att[:, :, i] @ u
+        else:
+            u = u_bar[:, :, i] - W[:, :, i] @ h
+            o = q_gamma[:, :, i] @ h + att[:, :, i] @ u
+        outs.append(o)
+        if i + 1 < n:
+            carried = k_end[:, :, i].transpose(-2, -1) @ u
+            h = carried if h is None else (h if gamma_end is None else h * gamma_end[:, :, i]) + carried
+    return torch.cat(outs, 2)[:, :, :T]
+
+
+class FastDeltaNet(DeltaNet):
+    form, chunk = "chunked", 64
+
+    def forward(self, X):
+        B, T, D = X.shape
+        H, dk = self.h, self.dk
+        names = ["q_proj", "k_proj", "v_proj", "b_proj"] + ["a_proj"] * self.state_gate + ["g_proj"] * self.output_gate
+        proj = F.linear(X, torch.cat([getattr(self, n).weight for n in names]))
+        qkv, rest = proj[..., : 3 * D], proj[..., 3 * D:]
+        if hasattr(self, "q_conv"):
+            convs = (self.q_conv, self.k_conv, self.v_conv)
+            w, b = torch.cat([c.weight for c in convs]), torch.cat([c.bias for c in convs])
+            qkv = F.conv1d(qkv.transpose(1, 2), w, b, padding=w.shape[-1] - 1, groups=3 * D)[..., :T]
+            qkv = F.silu(qkv).view(B, 3, H, dk, T).permute(1, 0, 2, 4, 3)  # [3, B, H, T, dk]
+        else:
+            qkv = F.silu(qkv).view(B, T, 3, H, dk).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        if self.l2_norm:
+            q, k = (t * torch.rsqrt((t * t).sum(-1, keepdim=True) + L2_NORM_EPS) for t in (q, k))
+        q = q / math.sqrt(dk)
+        beta = torch.sigmoid(rest[..., :H]).transpose(1, 2)         # [B, H, T]
+        g = None
+        if self.state_gate:
+            g = (-torch.exp(self.A_log) * F.softplus(rest[..., H:2 * H] + self.dt_bias)).transpose(1, 2)
+        if self.form == "chunked":
+            o = delta_rule_chunked(q, k, v, beta, g, self.chunk)
+        else:
+            o = delta_rule_recurrent(q, k, v, beta, g)
+        o = self.o_norm(o).transpose(1, 2)                          # [B, T, H, dk]
+        if self.output_gate:
+            o = o * F.silu(rest[..., -D:]).view(B, T, H, dk)
+        return self.out_proj(o.reshape(B, T, D))
+
+
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
 FORMS = {
     "attention": (FastAttention, "form", ["qkv", "blocked"] + (["sdpa"] if HAS_SDPA else [])),
     "linear": (FastLinearAttention, "form", ["chunked", "quadratic"]),
     "mamba": (FastMamba, "kernel", ["chunked", "blelloch", "sequential"]),
+    "deltanet": (FastDeltaNet, "form", ["chunked", "recurrent"]),
+    "gated_deltanet": (FastDeltaNet, "form", ["chunked", "recurrent"]),
 }
 
 

@@ -1,12 +1,12 @@
 """The PyTorch baseline of the training benchmark: trilemma's benchmark models (tests/torch/models.py's
 LanguageModel: the same structure, names, initialisation and parameter counts) trained with
 AdamW and grad-norm clipping as train/trainer.cpp does (lr 1e-3, betas 0.9/0.999, eps 1e-8,
-weight decay 0.1 except norms, biases, embeddings and Mamba's A_log/D; clip 1.0; warm-up 50 then
-cosine), on random token batches of the benchmark's shapes.
+weight decay 0.1 except norms, biases, embeddings, Mamba's A_log/D and Gated DeltaNet's
+A_log/dt_bias; clip 1.0; warm-up 50 then cosine), on random token batches of the benchmark's shapes.
 
   --form plain  PyTorch out of the box: models.py as written (masked softmax attention, masked
-                quadratic linear attention, Mamba's sequential scan by unbind), AdamW's default
-                implementation, zero_grad(set_to_none=True).
+                quadratic linear attention, Mamba's sequential scan by unbind, the delta rule's
+                step-by-step loop), AdamW's default implementation, zero_grad(set_to_none=True).
   --form tuned  the fastest form measured per model and shape (torch_forms.py says what each
                 does; TUNED below is the choice), AdamW(foreach=True). The process environment
                 (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, tcmalloc, threads) is the caller's:
@@ -25,6 +25,11 @@ at load 5-7, so only the ratios mean anything; the chosen form first):
   mamba      S: chunked 450 vs blelloch 491 vs sequential 755;  L4096: chunked 3196 vs blelloch
              5886 vs sequential 4682 -> chunked at every T
   (2 threads at S, load 5: mamba chunked 439-1259 vs plain unbind form 14660-20300 ms)
+  deltanet, gated_deltanet (median ms per step over 3 steps, 1 thread, load 2-5; PyTorch 2.15,
+             then 1.13): E64 chunked 128, 232 vs recurrent 173, 263 (2.15); 168, 243 vs 374, 414
+             (1.13); S chunked 379, 337 vs recurrent 1041, 836 (2.15); 289, 309 vs 1416, 1088
+             (1.13) -> chunked at every T. Compiled (2.15, chunked): E64 168, 208; S 333, 446 (compile
+             58-105 s), no faster than eager on this loaded machine
 PyTorch 2.15 (1 thread, E64, CPU ms per step on a machine at load 10): attention sdpa 63, 66 vs
   qkv 68, 78 -> sdpa wherever F.scaled_dot_product_attention exists. Under torch.compile Mamba's
   scan stays torch_scan.py's eager kernels (dynamo cannot trace their out= rows), the rest compiles.
@@ -37,7 +42,7 @@ error, never more; a wrong formula is off by orders of magnitude. Under PyTorch 
 covers the sdpa form and every family's TUNED form under torch.compile.
 
 Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096|E64|E256|E1024
-       --model attention|linear|mamba [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
+       --model attention|linear|mamba|deltanet|gated_deltanet [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
        [--threads 2] [--json] [--compile]
        /usr/bin/python3 bench/torch_models.py --check
 """
@@ -58,7 +63,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from models import LanguageModel, no_weight_decay  # noqa: E402
+from models import FAMILY_OPTIONS, LanguageModel, no_weight_decay  # noqa: E402
 from torch_forms import FORMS, HAS_SDPA, use_form  # noqa: E402
 
 VOCAB = 64
@@ -77,7 +82,10 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, seq_len, batch), as docs/BENCH
 EXPERIMENT_VOCAB = 512
 TUNED = {"attention": lambda T: "sdpa" if HAS_SDPA else "qkv",
          "linear": lambda T: "chunked",
-         "mamba": lambda T: "chunked"}
+         "mamba": lambda T: "chunked",
+         "deltanet": lambda T: "chunked",
+         "gated_deltanet": lambda T: "chunked"}
+DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
 
 
@@ -88,6 +96,8 @@ def model_config(family, d, layers, heads, T, experiment=False):
         cfg.update(mlp="none", tie_embeddings=True)
     if family == "mamba":
         return dict(cfg, mlp="none")
+    if family in DELTA_FAMILIES:  # no HeadOptions in trilemma bench train: no MLP nor positions, the family's heads
+        return dict(cfg, mlp="none", n_heads=FAMILY_OPTIONS[family]["n_heads"])
     return dict(cfg, n_heads=heads, bias=not experiment, pos="learned")
 
 
@@ -177,22 +187,25 @@ def check(threads):
     torch.set_num_threads(threads)
     sizes = dict(d=32, layers=2, heads=4, T=256, batch=2)  # T 256: 4 chunks of 64
     failures = 0
-    for family, (_, _, variants) in FORMS.items():
-        ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], sizes["T"])
+    cases = [(family, sizes["T"]) for family in FORMS]
+    cases += [(family, 100) for family in DELTA_FAMILIES]  # T % 64 != 0: the chunked form's padding
+    for family, T in cases:
+        variants = FORMS[family][2]
+        ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], T)
         with torch.no_grad():  # move the weights off their init so every gradient path matters
             for p in ref.parameters():
                 p.add_(0.02 * torch.randn_like(p))
         g = torch.Generator().manual_seed(2)
-        ids = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
-        targets = torch.randint(0, VOCAB, (sizes["batch"], sizes["T"]), generator=g)
+        ids = torch.randint(0, VOCAB, (sizes["batch"], T), generator=g)
+        targets = torch.randint(0, VOCAB, (sizes["batch"], T), generator=g)
         exact = loss_and_grads(ref, ids, targets, torch.float64)
         plain = loss_and_grads(ref, ids, targets, torch.float32)
-        compiled = [(TUNED[family](sizes["T"]), True)] if hasattr(torch, "compile") else []
+        compiled = [(TUNED[family](T), True)] if hasattr(torch, "compile") else []
         for variant, compile_it in [(v, False) for v in variants] + compiled:
             FORMS[family][0].block = 64  # blocked attention: several blocks at this small T
             fast = loss_and_grads(use_form(copy.deepcopy(ref), family, variant), ids, targets,
                                   torch.float32, compile_it)
-            variant += " compiled" if compile_it else ""
+            variant += (" compiled" if compile_it else "") + (f" T {T}" if T != sizes["T"] else "")
             worst = 0.0
             for name, x in exact.items():
                 bound = 4 * rms(plain[name] - x) + 8 * torch.finfo(torch.float32).eps * rms(x)

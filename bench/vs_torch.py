@@ -25,7 +25,7 @@ scripts/bench_table.py DIR renders the folder's table against the fastest anchor
 docs/BENCHMARKS.md's opening table is made.
 
 Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
-       [--models attention,linear,mamba] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
+       [--models attention,linear,mamba,deltanet,gated_deltanet] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
        [--anchors torch113,torch2,torch2-compile,jax] [--out DIR] [--append FILE ...]
 """
 import argparse
@@ -52,11 +52,13 @@ TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_TH
 SHOWN_VARS = TUNING_VARS + ("TORCHINDUCTOR_CACHE_DIR",)
 WARMUP = 2
 CONFIGS = ("S", "W", "L1024", "L2048", "L4096", "E64", "E256", "E1024")  # trilemma bench train's, torch_models.py's
+MODELS = ("attention", "linear", "mamba", "deltanet", "gated_deltanet")  # the families every anchor builds
+DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 GROUPS = [("S: d 128, 2 layers, 4 heads, T 256, B 16", ["S"]),
           ("W: d 512, 4 layers, 8 heads, T 256, B 8", ["W"]),
           ("L: d 128, 2 layers, 4 heads, B 4, T 1024 / 2048 / 4096", ["L1024", "L2048", "L4096"]),
-          ("E: the experiments' models, d 64, 2 layers, 1 head, no MLP, tied, vocabulary 512, B 64, "
-           "T 64 / 256 / 1024", ["E64", "E256", "E1024"])]
+          ("E: the experiments' models, d 64, 2 layers, 1 head (DeltaNet's: 4), no MLP, tied, vocabulary "
+           "512, B 64, T 64 / 256 / 1024", ["E64", "E256", "E1024"])]
 
 
 def clean_env():
@@ -120,7 +122,7 @@ def anchor_cmd(a, config, model, anchor):
 
 
 def anchor_env(a, anchor):
-    """jax_models.py sets XLA_FLAGS and OMP_NUM_THREADS itself from --threads."""
+    """jax_models.py sets XLA_FLAGS, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS itself from --threads."""
     if anchor == "jax":
         return clean_env()
     env = tuned_env(a.threads)
@@ -215,6 +217,8 @@ def table(rows, configs, models):
 # The targets: training speed-up over the tuned PyTorch per (config, model), and peak RSS at
 # T 4096 as a fraction of the tuned PyTorch's.
 def speed_target(config, model):
+    if model in DELTA_FAMILIES:
+        return 3.0
     if config.startswith("E"):  # the experiments' sizes: Mamba's small-T step is the one to close
         return (8.0 if config == "E64" else 5.0) if model == "mamba" else 1.5
     if model == "mamba":
@@ -222,12 +226,12 @@ def speed_target(config, model):
     return 1.3 if config == "W" else 2.0
 
 
-RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2}
+RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2, "deltanet": 1 / 2, "gated_deltanet": 1 / 2}
 
 
 def anchor_target(config, model):
     """The speed-up wanted over the fastest of the anchors beyond PyTorch 1.13."""
-    if model == "mamba":
+    if model == "mamba" or model in DELTA_FAMILIES:
         return 3.0
     return 1.1 if config == "W" else 1.5
 
@@ -281,11 +285,12 @@ def anchors_header(a):
     lines = [f"Anchors beyond PyTorch 1.13 (venv `{os.path.relpath(VENV, ROOT) if VENV.startswith(ROOT) else VENV}`, "
              f"Python {py}, bench/anchors_venv.sh pins the versions):", "",
              f"- torch 2 eager: PyTorch {torch2} from PyPI, torch_models.py --form tuned (sdpa attention, "
-             f"chunked linear attention and Mamba scan), environment `{env}`.",
+             f"chunked linear attention, Mamba scan and delta rule), environment `{env}`.",
              f"- torch 2 compile: the same under torch.compile (inductor, C++ kernels on the CPU); compile "
              "seconds (the warm-up steps' time beyond the median step) in brackets, apart from the step time.",
              f"- JAX jit: JAX {jax} (jaxlib from PyPI, CPU), bench/jax_models.py, the whole train step under "
-             f"jax.jit; environment `XLA_FLAGS={shlex.quote(xla_flags(a.threads))} OMP_NUM_THREADS={a.threads}`; "
+             f"jax.jit; environment `XLA_FLAGS={shlex.quote(xla_flags(a.threads))} OMP_NUM_THREADS={a.threads} "
+             f"OPENBLAS_NUM_THREADS={a.threads}`; "
              "compile seconds (lower + compile) in brackets."]
     lines += [f"- {NEW_ANCHORS[n]}: absent (no venv at `{VENV}`)." for n in NEW_ANCHORS if n in a.absent]
     return lines + [""]
@@ -382,11 +387,12 @@ def report(a, rows, argv):
             md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
     md += ["### Against the newer anchors: PyTorch 2 (eager, compiled) and JAX", ""] + anchors_header(a)
     md += ["Speed-up = the fastest new anchor's ms / trilemma ms; targets: attention and linear attention "
-           ">= 1.5x (>= 1.1x at W), Mamba >= 3x everywhere.", ""]
+           ">= 1.5x (>= 1.1x at W), Mamba, DeltaNet and Gated DeltaNet >= 3x everywhere.", ""]
     md += anchors_table(rows, a.configs, a.models, a) + [""]
     md += ["### Targets", "", "The speed-ups and memory ratios above against the targets "
            "(attention and linear attention >= 2x at S and L, >= 1.3x at W, >= 1.5x at E; Mamba >= 5x, and "
-           ">= 8x at E64; peak RSS at T 4096 at most 1/5 of the tuned torch's for attention, 1/2 for the others).", ""]
+           ">= 8x at E64; DeltaNet and Gated DeltaNet >= 3x; peak RSS at T 4096 at most 1/5 of the tuned "
+           "torch's for attention, 1/2 for the others).", ""]
     md += targets(rows, a.configs, a.models) + [""]
     md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
            "and per row:", "", "```"] + cmds + ["```", ""]
@@ -414,7 +420,8 @@ def select_anchors(parser, names):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--configs", default="S,W,L1024,L2048,L4096,E64,E256,E1024")
-    p.add_argument("--models", default="attention,linear,mamba")
+    p.add_argument("--models", default="attention,linear,mamba",
+                   help=f"families, comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="timed steps per process (after 2 warm-up steps)")
     p.add_argument("--threads", type=int, default=2, help="threads per process")
@@ -439,6 +446,9 @@ def main():
     for c in a.configs:
         if c not in CONFIGS:
             sys.exit(f"--configs: {c} unknown (allowed: {', '.join(CONFIGS)})")
+    for m in a.models:
+        if m not in MODELS:
+            sys.exit(f"--models: {m} unknown (allowed: {', '.join(MODELS)})")
     os.makedirs(a.out, exist_ok=True)
     a.out_jsonl, a.out_md = os.path.join(a.out, "benchmarks.jsonl"), os.path.join(a.out, "report.md")
     tmp = a.out_jsonl + ".tmp"

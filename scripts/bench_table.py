@@ -36,9 +36,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from vs_torch import CONFIGS, anchor_target, speed_target  # noqa: E402  (one place for the targets)
+from vs_torch import CONFIGS, MODELS, anchor_target, speed_target  # noqa: E402  (one place for the targets)
 
-MODELS = ("attention", "linear", "mamba")
 NEW_ANCHORS = ("torch2", "torch2-compile", "jax")
 COLUMNS = [("torch_tuned", "torch 1.13 tuned"), ("torch2", "torch 2 eager"),
            ("torch2-compile", "torch 2 compile [compile s]"), ("jax", "JAX jit [compile s]")]
