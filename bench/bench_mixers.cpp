@@ -1,9 +1,13 @@
 // trilemma bench mixers: forward+backward time and peak extra memory of each sequence mixer
-// at several sequence lengths, and of the two attention kernels (fused vs naive) on their own.
+// at several sequence lengths, of the two attention kernels (fused vs naive) and of the delta
+// rule's and Mamba 2's SSD scan's two forms (fused recurrence vs chunkwise) on their own.
 // Peak memory: StepCost (bench.hpp). measure_mixer, the mixer alone, is shared with `bench scaling`.
+#include <cmath>
 #include <cstdio>
 
 #include "framework/kernels/attention.hpp"
+#include "framework/kernels/delta_rule.hpp"
+#include "framework/kernels/ssd_scan.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
 #include "framework/ops/ops.hpp"
@@ -32,6 +36,8 @@ Row mixer_row(const std::string& family, int64_t B, int64_t T, int64_t D, int64_
   ModelConfig cfg = ModelConfig::of(family);
   cfg.d_model = D;
   read_text(cfg, {{"n-heads", std::to_string(H)}}, false);  // the families with heads
+  // Mamba 2: H heads over its 2 D channels (expand 2; D 128, H 4: head-dim 64, its default).
+  read_text(cfg, {{"head-dim", std::to_string(2 * D / H)}}, false);
   cfg.vocab = 16;
   cfg.max_seq_len = T;
   const MixerCost m = measure_mixer(cfg, B, T, repeats);
@@ -53,6 +59,48 @@ Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repea
       repeats);
   return {fused ? "attention kernel (fused)" : "attention kernel (naive)", T, c, double(B * T) / (c.ms * 1e-3)};
 }
+// The delta rule's two forms at the mixer's head width Dh = D / H: the fused recurrence and the
+// chunkwise form (chunks of 64), forward and backward, on unit keys as the models' (L2-normed).
+Row delta_rule_row(bool chunked, bool gated, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  Rng rng(3);
+  const Shape s{B, T, H, D / H}, sb{B, T, H};
+  Tensor q = init_normal(s, rng, 0.f, 1.f).requires_grad_(), v = init_normal(s, rng, 0.f, 1.f).requires_grad_();
+  Tensor k = mul_scalar(init_normal(s, rng, 0.f, 1.f), 1.f / std::sqrt(float(D / H))).requires_grad_();
+  Tensor beta = Tensor::full(sb, 0.5f).requires_grad_();
+  Tensor g = gated ? Tensor::full(sb, -0.05f).requires_grad_() : Tensor();
+  StepCost c = measure_step(
+      [&] {
+        Tensor o = chunked ? delta_rule_chunked(q, k, v, beta, g) : delta_rule(q, k, v, beta, g);
+        backward(mean(o));
+        for (Tensor* t : {&q, &k, &v, &beta, &g})
+          if (t->defined()) t->zero_grad();
+      },
+      repeats);
+  const std::string what = std::string(gated ? "gated " : "") + "delta rule (" + (chunked ? "chunked)" : "fused)");
+  return {what, T, c, double(B * T) / (c.ms * 1e-3)};
+}
+
+// Mamba 2's SSD scan in its two forms at mamba2's default shape for the mixer's heads: head
+// dimension P = 2 D / H (expand 2), state N 64, one group of B and C.
+Row ssd_scan_row(bool chunked, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+  Rng rng(4);
+  const int64_t P = 2 * D / H, N = 64;
+  Tensor x = init_normal(Shape{B, T, H, P}, rng, 0.f, 1.f).requires_grad_();
+  Tensor dt = Tensor::full(Shape{B, T, H}, 0.05f).requires_grad_();
+  Tensor A = Tensor::full(Shape{H}, -1.f).requires_grad_();
+  Tensor Bm = init_normal(Shape{B, T, 1, N}, rng, 0.f, 1.f).requires_grad_();
+  Tensor Cm = init_normal(Shape{B, T, 1, N}, rng, 0.f, 1.f).requires_grad_();
+  Tensor Dk = Tensor::full(Shape{H}, 1.f).requires_grad_();
+  StepCost c = measure_step(
+      [&] {
+        Tensor y = chunked ? ssd_scan_chunked(x, dt, A, Bm, Cm, Dk) : ssd_scan(x, dt, A, Bm, Cm, Dk);
+        backward(mean(y));
+        for (Tensor* t : {&x, &dt, &A, &Bm, &Cm, &Dk}) t->zero_grad();
+      },
+      repeats);
+  return {std::string("ssd scan (") + (chunked ? "chunked)" : "fused)"), T, c, double(B * T) / (c.ms * 1e-3)};
+}
+
 }  // namespace
 
 MixerCost measure_mixer(const ModelConfig& cfg, int64_t B, int64_t T, int repeats) {
@@ -96,6 +144,11 @@ int bench_mixers(const po::variables_map& vm) {
     show(kernel_row(true, B, T, D, H, repeats));
     if (naive) show(kernel_row(false, B, T, D, H, repeats));
   }
+  for (bool gated : {false, true})
+    for (int64_t T : lens)
+      for (bool chunked : {false, true}) show(delta_rule_row(chunked, gated, B, T, D, H, repeats));
+  for (int64_t T : lens)
+    for (bool chunked : {false, true}) show(ssd_scan_row(chunked, B, T, D, H, repeats));
   if (json) {
     Json j = {{"benchmark", "mixers"}, {"batch", B}, {"d_model", D}, {"heads", H}, {"threads", num_threads()},
               {"rows", Json::array()}};

@@ -46,6 +46,11 @@ void DeltaNetOptions::visit(FieldVisitor& v) {
   v.integer("conv-size", conv_size, {0, 64},
             "width of the short depthwise causal convolutions on q, k and v (each followed by SiLU); 0 = none, SiLU alone");
   v.boolean("l2-norm", l2_norm, "L2-normalise q and k per head (0: the delta rule's update is not a contraction)");
+  v.choice("delta-form", form, {"recurrent", "chunked"},
+           "the training kernel: recurrent (fused, state checkpoints; decoding repeats its bits) or chunked (the "
+           "UT transform per 64 steps, faster from head width 128 on a CPU, docs/ARCHITECTURE.md; decoding equals it "
+           "to float32 rounding)",
+           FieldAge::added_later);
 }
 
 void GatedDeltaNetOptions::visit(FieldVisitor& v) {
@@ -82,6 +87,7 @@ DeltaNet::DeltaNet(const ModelConfig& c, Rng& rng)
       l2_norm(c.options<DeltaNetOptions>().l2_norm),
       state_gate(gates_of(c) && gates_of(c)->state_gate),
       output_gate(gates_of(c) && gates_of(c)->output_gate),
+      chunked(c.options<DeltaNetOptions>().form == "chunked"),
       q_proj(D, D, false, rng),
       k_proj(D, D, false, rng),
       v_proj(D, D, false, rng),
@@ -143,7 +149,9 @@ Tensor DeltaNet::mix(const Tensor& x, State* st, const Tensor& residual) {
   // g = -exp(A_log) softplus(W_a x + dt_bias): log alpha, <= 0.
   const Tensor g = state_gate ? mul(mul_scalar(exp(A_log), -1.f), softplus(add((*a_proj)(x), dt_bias))) : Tensor();
   const float scale = 1.f / std::sqrt(float(Dh));
-  Tensor o = st ? delta_rule_step(q, k, v, beta, g, st->S, scale) : delta_rule(q, k, v, beta, g, scale);
+  Tensor o = st        ? delta_rule_step(q, k, v, beta, g, st->S, scale)
+             : chunked ? delta_rule_chunked(q, k, v, beta, g, scale)
+                       : delta_rule(q, k, v, beta, g, scale);
   o = o_norm(o);  // per head, over Dh
   if (output_gate) o = mul(o, silu(reshape((*g_proj)(x), heads)));
   return out_proj(reshape(o, Shape{B, T, D}), residual);

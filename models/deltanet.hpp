@@ -37,6 +37,7 @@ struct DeltaNetOptions : Options {
   int64_t n_heads = 4;
   int64_t conv_size = 4;  // K of the short convolutions on q, k, v; 0: none
   bool l2_norm = true;    // L2-normalise q and k per head
+  std::string form = "recurrent";  // the training kernel: recurrent (fused) or chunked
   void visit(FieldVisitor& v) override;
   std::unique_ptr<Options> clone() const override { return std::make_unique<DeltaNetOptions>(*this); }
 };
@@ -62,7 +63,7 @@ class DeltaNet : public Mixer {
   int64_t state_bytes(int64_t T) const override;  // S and the convolutions' windows: independent of T
 
   const int64_t D, H, Dh;
-  const bool l2_norm, state_gate, output_gate;
+  const bool l2_norm, state_gate, output_gate, chunked;
   Linear q_proj, k_proj, v_proj;
   std::unique_ptr<ShortConv> q_conv, k_conv, v_conv;  // null with --conv-size 0
   Linear b_proj;

@@ -11,12 +11,13 @@ FamilySpec linear_attention_family();  // models/linear_attention.cpp
 FamilySpec mamba_family();             // models/mamba.cpp
 FamilySpec deltanet_family();          // models/deltanet.cpp
 FamilySpec gated_deltanet_family();    // models/gated_deltanet.cpp
+FamilySpec mamba2_family();            // models/mamba2.cpp
 
 namespace {
 
 Registry<FamilySpec>& registry() {
   static Registry<FamilySpec> r("--model", {attention_family(), linear_attention_family(), mamba_family(),
-                                            deltanet_family(), gated_deltanet_family()});
+                                            deltanet_family(), gated_deltanet_family(), mamba2_family()});
   return r;
 }
 

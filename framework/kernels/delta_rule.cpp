@@ -271,6 +271,11 @@ void backward_all(const Dims& d, const float* q, const float* k, const float* v,
 
 }  // namespace
 
+void delta_rule_check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                      const Tensor& g) {
+  check_inputs(op, q, k, v, beta, g);
+}
+
 Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
                   float scale) {
   const Dims d = check_inputs("delta_rule", q, k, v, beta, g);

@@ -28,6 +28,17 @@ Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 Tensor delta_rule_naive(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
                         const Tensor& g = Tensor(), float scale = 1.f);
 
+// The chunkwise form (delta_rule_chunked.cpp: the UT transform per chunk of C steps, the chunks
+// in turn), written with ops and differentiated by the tape: the paper's parallel algorithm, as
+// this CPU's GEMMs run it. It equals the fused kernel to float32 rounding; it is faster from head
+// width 128, slower below (docs/ARCHITECTURE.md measures both).
+Tensor delta_rule_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                          const Tensor& g = Tensor(), float scale = 1.f, int64_t chunk = 64);
+
+// Throws the one-line error of `op` when the shapes are not the layout's.
+void delta_rule_check(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                      const Tensor& g);
+
 // One recurrent step (no grad): q, k [B, 1, H, Dk], v [B, 1, H, Dv], beta and g [B, 1, H] (g
 // may be undefined); updates the state M = S^T [B, H, Dk, Dv] in place and returns o [B, 1, H,
 // Dv], with the fused forward's arithmetic: stepping token by token gives its bits.

@@ -1,6 +1,6 @@
 // `trilemma eval` and `trilemma generate` end to end, on small checkpoints that `trilemma train`
-// writes (attention with RoPE, with and without a window, linear attention, Mamba on copy; two
-// more for error cases):
+// writes (attention with RoPE, with and without a window, linear attention, Mamba, DeltaNet,
+// Gated DeltaNet and Mamba 2 on copy; two more for error cases):
 //  - eval reproduces the training run's final evaluation, prints one table row per length, and
 //    --json parses in Python's json module with the same numbers;
 //  - --dump writes the first batch, and scripts/interop_check.py (PyTorch's twin of the model on
@@ -50,6 +50,11 @@ const Trained kTrained[] = {
     {"attention_short_conv", "attention", "--model attention --pos rope --short-conv 3 --steps 150 --warmup 10 --eval-every 150"},
     {"based", "linear",
      "--model linear --feature-map taylor --feature-dim 8 --short-conv 3 --steps 300 --warmup 10 --eval-every 300"},
+    // The delta rule (measured: DeltaNet 11 of 12 rows, Gated DeltaNet 12).
+    {"deltanet", "deltanet", "--model deltanet --steps 300 --warmup 10 --eval-every 300"},
+    {"gated_deltanet", "gated_deltanet", "--model gated_deltanet --steps 300 --warmup 10 --eval-every 300"},
+    // Mamba 2 at its defaults, one head of 64 (measured: 12 of 12 rows; after 300 steps, 0).
+    {"mamba2", "mamba2", "--model mamba2 --steps 600 --warmup 10 --eval-every 600"},
 };
 // Checked against PyTorch only, so a few steps do (the tests that decode need models that copy):
 // Based's short convolutions in attention, and its Taylor map with them in linear attention.

@@ -108,6 +108,51 @@ TEST_CASE("delta_rule: fused matches the naive reference, forward and every grad
     }
 }
 
+// The chunked form with the chunk's arguments bound: chunks of 16 (several per sequence at these T).
+Tensor delta_rule_chunked16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
+                            float scale) {
+  return delta_rule_chunked(q, k, v, beta, g, scale, 16);
+}
+
+TEST_CASE("delta_rule: the chunked form equals the fused recurrence to float32 rounding, with its gradients") {
+  // T 37 and 150 end in a partial chunk (padded); chunks of 16 and the default 64. Tolerance: RMS
+  // error 2e-6 of the reference's RMS, a few float32 roundings (6e-8) amplified by the
+  // triangular inverse's products, while a wrong term is off by 1e-2 or more.
+  struct Case {
+    int64_t B, T, H, Dk, Dv;
+    Kernel chunked;
+  };
+  for (const Case& s : {Case{2, 37, 3, 12, 20, delta_rule_chunked16}, Case{1, 150, 2, 16, 16, delta_rule_chunked16},
+                        Case{2, 150, 1, 32, 32, [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b,
+                                                   const Tensor& g, float sc) { return delta_rule_chunked(q, k, v, b, g, sc); }}})
+    for (bool gated : {false, true}) {
+      CAPTURE(s.T);
+      CAPTURE(gated);
+      Problem p(s.B, s.T, s.H, s.Dk, s.Dv, gated, 60 + s.T + gated);
+      Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.Dv}, 61);
+      Result f = forward_backward(p, delta_rule, w), c = forward_backward(p, s.chunked, w);
+      double worst = 0;
+      CHECK(rms_err(c.out, f.out) < 5e-6);
+      for (size_t i = 0; i < f.grads.size(); ++i) {
+        INFO("gradient of " << kLeafNames[i]);
+        CHECK(rms_err(c.grads[i], f.grads[i]) < 5e-6);
+        worst = std::max(worst, rms_err(c.grads[i], f.grads[i]));
+      }
+      std::printf("delta_rule chunked vs fused, T %3lld %-5s: output %.1e, gradients %.1e (RMS, relative)\n",
+                  (long long)s.T, gated ? "gated" : "plain", rms_err(c.out, f.out), worst);
+    }
+}
+
+TEST_CASE("delta_rule: the chunked form stays finite under a strong decay") {
+  // g = -30 per step: exp(G_t - G_i) above the diagonal would be exp(30 * 63), far past float32.
+  NoGradGuard no_grad;
+  Problem p(1, 64, 2, 8, 8, true, 71);
+  p.g = Tensor::full({1, 64, 2}, -30.f);
+  const Tensor f = delta_rule(p.q, p.k, p.v, p.beta, p.g), c = delta_rule_chunked(p.q, p.k, p.v, p.beta, p.g);
+  for (int64_t i = 0; i < c.numel(); ++i) REQUIRE(std::isfinite(c.data()[i]));
+  CHECK(rms_err(c, f) < 5e-6);
+}
+
 TEST_CASE("delta_rule: gradients match finite differences") {
   for (bool gated : {false, true}) {
     CAPTURE(gated);

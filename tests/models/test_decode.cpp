@@ -5,7 +5,8 @@
 //    wraps; Based's short convolutions in attention and linear attention, its Taylor feature map
 //    with and without them; hybrid stacks, a KV cache in the attention layers and (S, z) or
 //    Mamba's state in the others; DeltaNet and Gated DeltaNet, with and without their short
-//    convolutions and gates), and stops at the stop token;
+//    convolutions and gates; Mamba 2, alone with one group and in a hybrid with two), and stops
+//    at the stop token;
 //  - copy's gen_acc (its extra metric, data/task_copy.cpp) through greedy_decode equals gen_acc
 //    through full forward passes, row by row, on models trained briefly so that some rows are
 //    copied exactly.
@@ -47,7 +48,9 @@ const Family kFamilies[] = {{"attention", "rope"},         {"linear", "none"},
                             {"deltanet", "none"},
                             {"gated_deltanet", "learned"},
                             {"gated_deltanet", "none", 0, {{"conv-size", "0"}, {"state-gate", "0"}}},
-                            {"gated_deltanet", "none", 0, {{"mixers", "gated_deltanet,attention"}}}};
+                            {"gated_deltanet", "none", 0, {{"mixers", "gated_deltanet,attention"}}},
+                            {"mamba2", "none", 0, {{"head-dim", "16"}, {"state-size", "16"}}},
+                            {"mamba2", "none", 0, {{"mixers", "mamba2,attention"}, {"head-dim", "8"}, {"n-groups", "2"}}}};
 
 // "feature-map=taylor short-conv=3 ": a family's Based options, for failure messages.
 std::string based_text(const Family& f) {

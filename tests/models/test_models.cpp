@@ -48,7 +48,7 @@ ModelConfig small(const std::string& family, const std::string& pos = "none") {
   c.pos = pos;
   c.tie_embeddings = false;    // a head of its own (lm_head), as the checks below name it
   c.rescale_residual = false;  // the projections as drawn; the rescale test sets it
-  set_options(c, {{"n-heads", "2"}, {"d-state", "4"}});
+  set_options(c, {{"n-heads", "2"}, {"d-state", "4"}, {"head-dim", "8"}, {"state-size", "4"}});
   return c;
 }
 
@@ -128,6 +128,14 @@ std::map<std::string, ModelConfig> variants() {
   set_options(v["gated_deltanet conv 2, no gates"], {{"conv-size", "2"}, {"state-gate", "0"}, {"output-gate", "0"}});
   v["hybrid gated_deltanet+attention"] = small("gated_deltanet");
   set_options(v["hybrid gated_deltanet+attention"], {{"mixers", "gated_deltanet,attention"}});
+  // Mamba 2: heads of 8 sharing one B and C, or two groups of two; a hybrid stack.
+  v["mamba2"] = small("mamba2");
+  v["mamba2 groups 2, no mlp, post-norm"] = small("mamba2");
+  v["mamba2 groups 2, no mlp, post-norm"].mlp = "none";
+  v["mamba2 groups 2, no mlp, post-norm"].norm = "post";
+  set_options(v["mamba2 groups 2, no mlp, post-norm"], {{"n-groups", "2"}, {"d-conv", "2"}});
+  v["hybrid mamba2+attention"] = small("mamba2");
+  set_options(v["hybrid mamba2+attention"], {{"mixers", "mamba2,attention"}});
   return v;
 }
 
@@ -343,7 +351,8 @@ TEST_CASE("decoding errors name the problem") {
         std::string::npos);
   // A mixer given another mixer's decoding state says so, naming itself.
   const std::pair<const char*, const char*> pairs[] = {
-      {"attention", "linear"}, {"linear", "mamba"}, {"mamba", "attention"}, {"deltanet", "mamba"}, {"gated_deltanet", "linear"}};
+      {"attention", "linear"}, {"linear", "mamba"}, {"mamba", "attention"}, {"deltanet", "mamba"}, {"gated_deltanet", "linear"},
+      {"mamba2", "mamba"}, {"mamba", "mamba2"}};
   for (auto [own, other] : pairs) {
     Rng rng(1);
     std::unique_ptr<Mixer> mixer = make_mixer(small(own), rng), stranger = make_mixer(small(other), rng);
@@ -470,7 +479,7 @@ TEST_CASE("parameter names and shapes are CHECKPOINT.md's; counts follow the for
 }
 
 TEST_CASE("rescale-residual: each residual branch's output projection divided by sqrt(branches x layers)") {
-  for (const char* family : {"attention", "linear", "mamba", "deltanet", "gated_deltanet"})
+  for (const char* family : {"attention", "linear", "mamba", "deltanet", "gated_deltanet", "mamba2"})
     for (const char* mlp : {"none", "gelu"}) {
       INFO(family << " mlp " << mlp);
       ModelConfig c = small(family);
@@ -502,7 +511,7 @@ TEST_CASE("config validation names the field and what is allowed") {
     return c;
   };
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "rnn"; }),
-                 "--model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet)"});
+                 "--model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet, mamba2)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.family = "mamba"; }),
                  "the options are not those of family 'mamba'"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.d_model = 15; }),
@@ -519,7 +528,7 @@ TEST_CASE("config validation names the field and what is allowed") {
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba,attention,linear"}}); }),
                  "--mixers mamba,attention,linear names 3 layers but --n-layers is 2 (allowed: n-layers >= the entries of mixers)"});
   bad.push_back({with(small("mamba"), [](ModelConfig& c) { set_options(c, {{"mixers", "mamba+rnn"}}); }),
-                 "--mixers mamba,rnn: --model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet)"});
+                 "--mixers mamba,rnn: --model 'rnn' unknown (allowed: attention, linear, mamba, deltanet, gated_deltanet, mamba2)"});
   bad.push_back({with(small("attention", "rope"), [](ModelConfig& c) { set_options(c, {{"mixers", "attention mamba"}}); }),
                  "--mixers attention,mamba, layer 1 (mamba): --pos 'rope' is not allowed for model mamba (allowed: none)"});
   bad.push_back({with(small("attention"), [](ModelConfig& c) { c.vocab = 0; }),

@@ -262,6 +262,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
     if (text.count("output-gate") && text.at("output-gate") == "0") covered.insert(cfg.family + " no output-gate");
     if (cfg.family == "linear" && text.at("feature-dim") != "0") covered.insert("linear feature-dim");
     if (cfg.family == "mamba") covered.insert(text.at("ssm-selective") == "1" ? "mamba selective" : "mamba lti");
+    if (cfg.family == "mamba2" && text.at("n-groups") != "1") covered.insert("mamba2 groups");
     covered.insert("norm " + cfg.norm);
     covered.insert("mlp " + cfg.mlp);
     if (cfg.tie_embeddings) covered.insert("tied");
@@ -283,7 +284,7 @@ TEST_CASE("language models match PyTorch: logits, loss, gradients, 3 AdamW steps
         "norm post", "mlp none", "mlp gelu", "tied", "hybrid mamba+attention", "hybrid linear+attention",
         "deltanet", "deltanet conv", "deltanet no conv", "deltanet no l2-norm", "gated_deltanet",
         "gated_deltanet conv", "gated_deltanet no state-gate", "gated_deltanet no output-gate",
-        "hybrid gated_deltanet+attention"}) {
+        "hybrid gated_deltanet+attention", "mamba2", "mamba2 groups", "hybrid mamba2+attention"}) {
     INFO("models.h5 has no case for " << need);
     CHECK(covered.count(need) == 1);
   }

@@ -270,7 +270,7 @@ TEST_CASE("every declared option has its struct's default, and shared options ag
 
 TEST_CASE("every built-in family names its PyTorch twin, which models.py maps it to") {
   std::string pairs;
-  for (const char* name : {"attention", "linear", "mamba", "deltanet", "gated_deltanet"}) {
+  for (const char* name : {"attention", "linear", "mamba", "deltanet", "gated_deltanet", "mamba2"}) {
     const FamilySpec& f = family_spec(name);
     REQUIRE(!f.parity_model.empty());
     pairs += std::string(pairs.empty() ? "" : " ") + f.name + "=" + f.parity_model;
@@ -285,7 +285,7 @@ TEST_CASE("registering a taken name is an error; unknown names list the register
   register_toys();
   CHECK_THROWS_WITH_AS(register_family(shift_family()), doctest::Contains("'shift' exists already"), Error);
   CHECK_THROWS_WITH_AS(register_task(lag_task()), doctest::Contains("'lag' exists already"), Error);
-  CHECK_THROWS_WITH_AS(family_spec("rnn"), doctest::Contains("(allowed: attention, linear, mamba, deltanet, gated_deltanet, shift)"), Error);
+  CHECK_THROWS_WITH_AS(family_spec("rnn"), doctest::Contains("(allowed: attention, linear, mamba, deltanet, gated_deltanet, mamba2, shift)"), Error);
   CHECK_THROWS_WITH_AS(task_spec("sort"), doctest::Contains("needle, lag)"), Error);
 }
 

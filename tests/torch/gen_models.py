@@ -97,6 +97,12 @@ CASES = {
     "gated_deltanet_no_state_gate": dict(family="gated_deltanet", state_gate=False, conv_size=2, pos="learned"),
     "gated_deltanet_no_output_gate": dict(family="gated_deltanet", output_gate=False, conv_size=0),
     "hybrid_gated_deltanet_attention": dict(family="gated_deltanet", mixers="gated_deltanet,attention", pos="learned"),
+    # Mamba 2 (models/mamba2.hpp): 4 heads of 16 sharing B and C; 8 heads of 8 in two groups
+    # (the gated norm then per group), another conv width; a hybrid stack.
+    "mamba2": dict(family="mamba2", mlp="none", head_dim=16, state_size=8),
+    "mamba2_groups": dict(family="mamba2", head_dim=8, state_size=16, n_groups=2, d_conv=3, norm="post"),
+    "hybrid_mamba2_attention": dict(family="mamba2", mixers="mamba2,attention", head_dim=16, state_size=8,
+                                    tie_embeddings=True),
 }
 
 

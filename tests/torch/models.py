@@ -13,6 +13,9 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
                       per head (l2_norm), a per-head RMSNorm on o
   GatedDeltaNet       Yang et al. 2025: S_{t-1} scaled by alpha_t = exp(-exp(A_log) softplus(W_a x +
                       dt_bias)) (state_gate), o multiplied by SiLU(W_g x) after the norm (output_gate)
+  Mamba2Mixer         Dao & Gu 2024 from its recurrence, one step at a time: per head
+                      H_t = exp(dt_t A) H_{t-1} + dt_t x_t B_t^T, y_t = H_t C_t + D x_t, B and C
+                      shared by groups of heads, then RMSNorm(y * SiLU(z)) per group
   Block               pre-norm x + f(norm(x)) or the book's post-norm norm(x + f(x)), optional MLP
   LanguageModel       embedding (+ sinusoidal or learned positions), blocks, norm_f, lm_head or
                       the tied embedding; Mamba blocks use mamba_ref.Mamba and RMSNorm. A hybrid
@@ -21,7 +24,7 @@ parameter names and shapes as the C++ LanguageModel, so a state_dict loads into 
 
 Config: a dict with ModelConfig's field names (models/config.hpp) and those of the family's
 options (models/layers.hpp HeadOptions, models/linear_attention.hpp, models/mamba.hpp,
-models/deltanet.hpp): SHARED and
+models/deltanet.hpp, models/mamba2.hpp): SHARED and
 FAMILY_OPTIONS, merged in DEFAULTS; ADDED_LATER lists the options that configs saved before them
 lack (their default applies). MIXERS maps each family to its twin, the class its registry entry
 names as parity_model (models/family.hpp).
@@ -43,6 +46,7 @@ FAMILY_OPTIONS = {
     "mamba": dict(d_state=16, d_conv=4, expand=2, dt_rank=0, ssm_selective=True, a_init="s4d-real"),
     "deltanet": dict(n_heads=4, conv_size=4, l2_norm=True),
     "gated_deltanet": dict(n_heads=4, conv_size=4, l2_norm=True, state_gate=True, output_gate=True),
+    "mamba2": dict(state_size=64, head_dim=64, n_groups=1, d_conv=4, expand=2),
 }
 DEFAULTS = dict(SHARED, **{k: v for options in FAMILY_OPTIONS.values() for k, v in options.items()})
 ADDED_LATER = {"window", "short_conv", "feature_dim", "mixers"}
@@ -50,7 +54,7 @@ LINEAR_ATTENTION_EPS = 1e-6  # framework/kernels/linear_attention.hpp's default
 L2_NORM_EPS = 1e-6  # models/deltanet.cpp: x / sqrt(|x|^2 + eps)
 # Parameters excluded from weight decay: norms (DeltaNet's o_norm among them), biases, embeddings,
 # positions, and the SSM parameters models/mamba.hpp lists (A_log, D, dt_bias, B), which
-# Gated DeltaNet's decay shares (A_log, dt_bias).
+# Gated DeltaNet's decay (A_log, dt_bias) and Mamba 2 (A_log, D, dt_bias) share.
 MAMBA_NO_DECAY = {"A_log", "D", "dt_bias", "B"}
 
 
@@ -281,8 +285,52 @@ class MambaMixer(Mamba):
                          selective=cfg["ssm_selective"], a_init=cfg["a_init"])
 
 
+class Mamba2Mixer(nn.Module):
+    """Mamba 2 (Dao & Gu 2024), written from its recurrence. Parameters in mamba_ssm's Mamba2
+    names: in_proj, conv1d, dt_bias, A_log, D, norm, out_proj."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.E = cfg["expand"] * d
+        self.P, self.N, self.G, K = cfg["head_dim"], cfg["state_size"], cfg["n_groups"], cfg["d_conv"]
+        self.H = self.E // self.P
+        conv_dim = self.E + 2 * self.G * self.N
+        self.in_proj = nn.Linear(d, 2 * self.E + 2 * self.G * self.N + self.H, bias=False)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, K, groups=conv_dim, padding=K - 1)
+        dt = torch.exp(torch.rand(self.H) * (math.log(1e-1) - math.log(1e-3)) + math.log(1e-3)).clamp(min=1e-4)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
+        self.A_log = nn.Parameter(torch.empty(self.H).uniform_(1, 16).log())  # A in [1, 16]
+        self.D = nn.Parameter(torch.ones(self.H))
+        self.norm = RMSNorm(self.E)
+        self.out_proj = nn.Linear(self.E, d, bias=False)
+
+    def forward(self, u):
+        Bsz, T, _ = u.shape
+        E, P, N, G, H = self.E, self.P, self.N, self.G, self.H
+        z, xBC, dt = torch.split(self.in_proj(u), [E, E + 2 * G * N, H], dim=-1)
+        xBC = F.silu(self.conv1d(xBC.transpose(1, 2))[..., :T].transpose(1, 2))
+        x, Bm, Cm = torch.split(xBC, [E, G * N, G * N], dim=-1)
+        x = x.reshape(Bsz, T, H, P)
+        # Head h reads group h // (H / G).
+        Bm, Cm = (M.reshape(Bsz, T, G, N).repeat_interleave(H // G, dim=2) for M in (Bm, Cm))
+        dt = F.softplus(dt + self.dt_bias)  # [B, T, H]
+        A = -torch.exp(self.A_log)
+        S = u.new_zeros(Bsz, H, P, N)
+        ys = []
+        for t in range(T):
+            # H_t = exp(dt_t A) H_{t-1} + dt_t x_t B_t^T;  y_t = H_t C_t + D x_t
+            a = torch.exp(dt[:, t] * A)[:, :, None, None]
+            S = a * S + (dt[:, t, :, None, None] * x[:, t, :, :, None]) * Bm[:, t, :, None, :]
+            ys.append((S * Cm[:, t, :, None, :]).sum(-1) + self.D[:, None] * x[:, t])
+        y = torch.stack(ys, 1).reshape(Bsz, T, E) * F.silu(z)  # the gate, then the norm
+        y = y.reshape(Bsz, T, G, E // G)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.norm.eps)
+        return self.out_proj(y.reshape(Bsz, T, E) * self.norm.weight)
+
+
 MIXERS = {"attention": MultiHeadAttention, "linear": LinearAttention, "mamba": MambaMixer,
-          "deltanet": DeltaNet, "gated_deltanet": GatedDeltaNet}
+          "deltanet": DeltaNet, "gated_deltanet": GatedDeltaNet, "mamba2": Mamba2Mixer}
 
 
 def make_mixer(cfg):
@@ -292,7 +340,7 @@ def make_mixer(cfg):
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        d, self.mamba = cfg["d_model"], cfg["family"] == "mamba"
+        d, self.mamba = cfg["d_model"], cfg["family"] in ("mamba", "mamba2")  # RMSNorm named "norm"
         Norm = RMSNorm if self.mamba else nn.LayerNorm
         if self.mamba:
             self.norm = RMSNorm(d)
@@ -336,7 +384,7 @@ class Backbone(nn.Module):
             if isinstance(table, nn.Embedding):
                 nn.init.normal_(table.weight, std=0.02)  # as models/lm.hpp (GPT-2, mamba_ssm)
         self.layers = nn.ModuleList(Block(layer_config(cfg, i)) for i in range(cfg["n_layers"]))
-        self.norm_f = RMSNorm(d) if layer_families(cfg)[0] == "mamba" else nn.LayerNorm(d)
+        self.norm_f = RMSNorm(d) if layer_families(cfg)[0] in ("mamba", "mamba2") else nn.LayerNorm(d)
 
     def forward(self, ids):
         T = ids.shape[1]

@@ -32,7 +32,7 @@ ModelConfig small_config(const std::string& family, int64_t d_model = 16) {
   c.max_seq_len = 16;
   c.pos = family == "attention" ? "learned" : "none";
   c.tie_embeddings = false;  // a head of its own: the checkpoint holds lm_head.weight
-  set_options(c, {{"n-heads", "2"}, {"bias", "1"}, {"d-state", "4"}});
+  set_options(c, {{"n-heads", "2"}, {"bias", "1"}, {"d-state", "4"}, {"head-dim", "8"}, {"state-size", "4"}});
   if (family == "based") set_options(c, {{"feature-map", "taylor"}, {"feature-dim", "4"}, {"short-conv", "3"}});
   return c;
 }
@@ -112,7 +112,7 @@ bool tmp_left_in(const fs::path& folder) {
 }  // namespace
 
 TEST_CASE("checkpoint round trip is bit exact and training continues identically") {
-  for (const std::string family : {"attention", "mamba", "based"}) {
+  for (const std::string family : {"attention", "mamba", "based", "mamba2"}) {
     CAPTURE(family);
     const ModelConfig c = small_config(family);
     Trained a(c, 1, 2);

@@ -125,7 +125,8 @@ TEST_CASE("train: --stop-at then --resume gives the uninterrupted run's bits") {
   // Based: linear attention with the Taylor map and short convolutions; a hybrid stack; a window.
   const std::pair<const char*, const char*> models[] = {
       {"attention", " --threads 2"}, {"linear", ""}, {"mamba", ""}, {"window", " --window 5"},
-      {"based", " --feature-map taylor --feature-dim 4 --short-conv 3"}, {"hybrid", " --mixers mamba,attention"}};
+      {"based", " --feature-map taylor --feature-dim 4 --short-conv 3"}, {"hybrid", " --mixers mamba,attention"},
+      {"mamba2", " --head-dim 16 --state-size 16 --n-groups 2"}};
   for (auto [name, options] : models) {
     CAPTURE(name);
     const std::string n = name;

@@ -19,4 +19,8 @@ plot 'memory_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1
      'memory_mixer.dat' index 6 with linespoints lw 2 lc 4 title "attention window=16  T^1.00", \
      'memory_mixer.dat' index 7 with lines lw 2 dt 2 lc 4 notitle, \
      'memory_mixer.dat' index 8 with linespoints lw 2 lc 5 title "linear feature-map=taylor feature-dim=16 short-conv=3  T^1.00", \
-     'memory_mixer.dat' index 9 with lines lw 2 dt 2 lc 5 notitle
+     'memory_mixer.dat' index 9 with lines lw 2 dt 2 lc 5 notitle, \
+     'memory_mixer.dat' index 10 with linespoints lw 2 lc 6 title "deltanet  T^1.00", \
+     'memory_mixer.dat' index 11 with lines lw 2 dt 2 lc 6 notitle, \
+     'memory_mixer.dat' index 12 with linespoints lw 2 lc 7 title "gated_deltanet  T^1.00", \
+     'memory_mixer.dat' index 13 with lines lw 2 dt 2 lc 7 notitle

@@ -25,4 +25,8 @@ plot 'memory_model.dat' index 0 with linespoints lw 2 lc 1 title "attention B=2 
      'memory_model.dat' index 12 with linespoints lw 2 lc 7 title "linear feature-map=taylor feature-dim=16 short-conv=3 B=2 d=64 L=2  T^1.00", \
      'memory_model.dat' index 13 with lines lw 2 dt 2 lc 7 notitle, \
      'memory_model.dat' index 14 with linespoints lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16 B=2 d=64 L=2  T^1.00", \
-     'memory_model.dat' index 15 with lines lw 2 dt 2 lc 8 notitle
+     'memory_model.dat' index 15 with lines lw 2 dt 2 lc 8 notitle, \
+     'memory_model.dat' index 16 with linespoints lw 2 lc 9 title "deltanet B=2 d=64 L=2  T^1.00", \
+     'memory_model.dat' index 17 with lines lw 2 dt 2 lc 9 notitle, \
+     'memory_model.dat' index 18 with linespoints lw 2 lc 10 title "gated_deltanet B=2 d=64 L=2  T^1.00", \
+     'memory_model.dat' index 19 with lines lw 2 dt 2 lc 10 notitle

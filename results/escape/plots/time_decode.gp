@@ -25,4 +25,8 @@ plot 'time_decode.dat' index 0 with linespoints lw 2 lc 1 title "attention B=1 d
      'time_decode.dat' index 12 with linespoints lw 2 lc 7 title "linear feature-map=taylor feature-dim=16 short-conv=3 B=1 d=64 L=2  T^-0.19", \
      'time_decode.dat' index 13 with lines lw 2 dt 2 lc 7 notitle, \
      'time_decode.dat' index 14 with linespoints lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16 B=1 d=64 L=2  T^0.08", \
-     'time_decode.dat' index 15 with lines lw 2 dt 2 lc 8 notitle
+     'time_decode.dat' index 15 with lines lw 2 dt 2 lc 8 notitle, \
+     'time_decode.dat' index 16 with linespoints lw 2 lc 9 title "deltanet B=1 d=64 L=2  T^0.13", \
+     'time_decode.dat' index 17 with lines lw 2 dt 2 lc 9 notitle, \
+     'time_decode.dat' index 18 with linespoints lw 2 lc 10 title "gated_deltanet B=1 d=64 L=2  T^0.04", \
+     'time_decode.dat' index 19 with lines lw 2 dt 2 lc 10 notitle

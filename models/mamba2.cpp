@@ -1,0 +1,147 @@
+#include "mamba2.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
+#include "framework/kernels/ssd_scan.hpp"
+#include "framework/ops/ops.hpp"
+#include "models/family.hpp"
+
+namespace tri {
+
+namespace {
+
+constexpr double kAMin = 1, kAMax = 16;                          // A = exp(A_log) ~ U(1, 16)
+constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtFloor = 1e-4;  // Mamba's dt (mamba.cpp)
+constexpr float kNormEps = 1e-5f;                                // mamba_ssm's RMSNormGated
+
+const Mamba2Options& opts(const ModelConfig& c) { return c.options<Mamba2Options>(); }
+
+}  // namespace
+
+struct Mamba2Mixer::State : MixerState {
+  int64_t batch = 0;
+  Tensor conv;  // [B, K-1, E + 2GN]: the convolution's last K-1 inputs
+  Tensor ssm;   // [B, H, P, N]
+  int64_t bytes() const override { return (conv.numel() + ssm.numel()) * int64_t(sizeof(float)); }
+};
+
+void Mamba2Options::visit(FieldVisitor& v) {
+  v.integer("state-size", state_size, {1, 1 << 12}, "SSD state size N per head (Mamba 2; Mamba's is --d-state)");
+  v.integer("head-dim", head_dim, {1, 1 << 16}, "SSD head width P (heads = expand * d-model / head-dim)");
+  v.integer("n-groups", n_groups, {1, 1 << 16}, "groups of heads sharing B and C (must divide the heads)");
+  v.integer("d-conv", d_conv, {1, 64}, "causal conv width");
+  v.integer("expand", expand, {1, 64}, "inner width = expand * d-model");
+}
+
+void validate_mamba2(const ModelConfig& cfg) {
+  const Mamba2Options& o = opts(cfg);
+  const int64_t E = o.expand * cfg.d_model;
+  if (E % o.head_dim != 0)
+    throw Error("--head-dim " + std::to_string(o.head_dim) + " does not divide the inner width expand * d-model = " +
+                std::to_string(E));
+  const int64_t H = E / o.head_dim;
+  if (H % o.n_groups != 0)
+    throw Error("--n-groups " + std::to_string(o.n_groups) + " does not divide the " + std::to_string(H) +
+                " heads (expand * d-model / head-dim)");
+}
+
+FamilySpec mamba2_family() {
+  FamilySpec f;
+  f.name = "mamba2";
+  f.summary = "Mamba 2, the SSD layer: a scalar decay per head, H = exp(dt A) H + dt x B^T, Dao & Gu 2024";
+  f.options = [] { return std::make_unique<Mamba2Options>(); };
+  f.make = [](const ModelConfig& c, Rng& rng) { return std::make_unique<Mamba2Mixer>(c, rng); };
+  f.norm = Norm::Kind::rms;
+  f.first_norm = "norm";  // mamba_ssm's name
+  f.positions = {"none"};
+  f.validate = validate_mamba2;
+  f.decode_state = "(conv window, H per head): (K-1)(E + 2GN) + E N floats per layer, constant in T";
+  f.parity_model = "Mamba2Mixer";
+  return f;
+}
+
+Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, Rng& rng)
+    : D(c.d_model),
+      E(opts(c).expand * c.d_model),
+      P(opts(c).head_dim),
+      H(P > 0 ? E / P : 0),
+      N(opts(c).state_size),
+      G(opts(c).n_groups),
+      K(opts(c).d_conv),
+      in_proj_w((c.checked(), init_linear_weight(2 * E + 2 * G * N + H, D, rng))),
+      conv1d(E + 2 * G * N, K, rng) {
+  add_parameter("in_proj.weight", in_proj_w);
+  add_module("conv1d", conv1d);
+  dt_bias = Tensor::empty(Shape{H});
+  A_log = Tensor::empty(Shape{H});
+  for (int64_t h = 0; h < H; ++h) {
+    double dt = std::exp(rng.uniform() * (std::log(kDtMax) - std::log(kDtMin)) + std::log(kDtMin));
+    dt = std::max(dt, kDtFloor);
+    dt_bias.data()[h] = float(dt + std::log(-std::expm1(-dt)));  // softplus(dt_bias) = dt
+  }
+  for (int64_t h = 0; h < H; ++h) A_log.data()[h] = float(std::log(kAMin + rng.uniform() * (kAMax - kAMin)));
+  add_parameter("dt_bias", dt_bias, /*decay=*/false);
+  add_parameter("A_log", A_log, /*decay=*/false);
+  D_skip = Tensor::full(Shape{H}, 1.f);
+  add_parameter("D", D_skip, /*decay=*/false);
+  norm_w = Tensor::full(Shape{E}, 1.f);
+  add_parameter("norm.weight", norm_w, /*decay=*/false);
+  out_proj_w = init_linear_weight(D, E, rng);
+  add_parameter("out_proj.weight", out_proj_w);
+}
+
+Tensor Mamba2Mixer::mix(const Tensor& u, State* st, const Tensor& residual) {
+  const int64_t B = u.size(0), T = u.size(1), GN = G * N;
+  const Tensor zxbcdt = linear(u, in_proj_w);  // [B, T, 2E + 2GN + H]
+  const Tensor z = slice(zxbcdt, -1, 0, E);
+  Tensor xBC = slice(zxbcdt, -1, E, 2 * E + 2 * GN);
+  const Tensor dt_raw = slice(zxbcdt, -1, 2 * E + 2 * GN, 2 * E + 2 * GN + H);
+  xBC = st ? silu(conv1d.step(xBC, st->conv)) : causal_conv1d_silu(xBC, conv1d.weight, conv1d.bias);
+  const Tensor x = reshape(slice(xBC, -1, 0, E), Shape{B, T, H, P});
+  const Tensor Bm = reshape(slice(xBC, -1, E, E + GN), Shape{B, T, G, N});
+  const Tensor Cm = reshape(slice(xBC, -1, E + GN, E + 2 * GN), Shape{B, T, G, N});
+  const Tensor dt = softplus(add(dt_raw, dt_bias));  // [B, T, H]
+  const Tensor A = mul_scalar(exp(A_log), -1.f);
+  Tensor y = st ? ssd_scan_step(x, dt, A, Bm, Cm, D_skip, st->ssm) : ssd_scan(x, dt, A, Bm, Cm, D_skip);
+  y = mul(reshape(y, Shape{B, T, E}), silu(z));  // the gate, then the norm
+  if (G == 1) {
+    y = rms_norm(y, norm_w, kNormEps);
+  } else {  // each group's E / G channels on their own
+    y = reshape(rms_norm(reshape(y, Shape{B, T, G, E / G}), Tensor(), kNormEps), Shape{B, T, E});
+    y = mul(y, norm_w);
+  }
+  return linear(y, out_proj_w, Tensor(), residual);
+}
+
+Tensor Mamba2Mixer::forward(const Tensor& x, const Tensor& residual) {
+  if (x.dim() != 3 || x.size(2) != D)
+    throw Error("mamba2: input " + x.shape().str() + " must be [B, T, " + std::to_string(D) + "]");
+  return mix(x, nullptr, residual);
+}
+
+std::unique_ptr<MixerState> Mamba2Mixer::new_state(int64_t batch) const {
+  auto s = std::make_unique<State>();
+  s->batch = batch;
+  s->conv = conv1d.new_window(batch);
+  s->ssm = Tensor::zeros(Shape{batch, H, P, N});
+  return s;
+}
+
+Tensor Mamba2Mixer::step(const Tensor& x, MixerState& state) {
+  NoGradGuard no_grad;
+  State& s = state_as<State>(state, "mamba2");
+  if (x.dim() != 3 || x.size(0) != s.batch || x.size(1) != 1 || x.size(2) != D)
+    throw Error("mamba2: step input " + x.shape().str() + " must be [" + std::to_string(s.batch) + ", 1, " +
+                std::to_string(D) + "] (batch of the state, one token)");
+  return mix(x, &s, Tensor());
+}
+
+int64_t Mamba2Mixer::state_bytes(int64_t) const {
+  return ((K - 1) * (E + 2 * G * N) + H * P * N) * int64_t(sizeof(float));
+}
+
+}  // namespace tri
