@@ -84,7 +84,8 @@ TUNED = {"attention": lambda T: "sdpa" if HAS_SDPA else "qkv",
          "linear": lambda T: "chunked",
          "mamba": lambda T: "chunked",
          "deltanet": lambda T: "chunked",
-         "gated_deltanet": lambda T: "chunked"}
+         "gated_deltanet": lambda T: "chunked",
+         "mamba2": lambda T: "chunked"}
 DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
 
@@ -94,7 +95,7 @@ def model_config(family, d, layers, heads, T, experiment=False):
                max_seq_len=T)
     if experiment:
         cfg.update(mlp="none", tie_embeddings=True)
-    if family == "mamba":
+    if family in ("mamba", "mamba2"):  # the family's own sizes (models.py's defaults), no positions
         return dict(cfg, mlp="none")
     if family in DELTA_FAMILIES:  # no HeadOptions in trilemma bench train: no MLP nor positions, the family's heads
         return dict(cfg, mlp="none", n_heads=FAMILY_OPTIONS[family]["n_heads"])
@@ -188,7 +189,7 @@ def check(threads):
     sizes = dict(d=32, layers=2, heads=4, T=256, batch=2)  # T 256: 4 chunks of 64
     failures = 0
     cases = [(family, sizes["T"]) for family in FORMS]
-    cases += [(family, 100) for family in DELTA_FAMILIES]  # T % 64 != 0: the chunked form's padding
+    cases += [(family, 100) for family in DELTA_FAMILIES + ("mamba2",)]  # T % 64 != 0: the chunked forms' padding
     for family, T in cases:
         variants = FORMS[family][2]
         ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], T)
