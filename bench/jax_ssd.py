@@ -6,7 +6,7 @@ H_t = exp(dt_t A) H_{t-1} + dt_t x_t B_t^T, y_t = H_t C_t + D x_t:
               a lax.scan over the chunks carrying the state [N, P]; T padded up to a multiple of
               64, the padding's outputs dropped
   sequential  lax.scan over the T steps (unrolled by 8)
-Measured at 1 thread: see jax_models.py's docstring.
+Measured at 1 thread: jax_models.py's docstring.
 Imported by jax_models.py after it has set XLA_FLAGS.
 """
 import math

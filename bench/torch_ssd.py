@@ -12,8 +12,7 @@ the twin's depthwise conv:
             entering each, h <- exp(sum a) h + S; then Y += (C * exp(cumsum a)) h_entering, one
             batched product for every chunk.
   recurrent the twin's step-by-step loop over T.
-Measured (median ms per step over 3 steps, 1 thread, PyTorch 2.15 eager, on a shared machine at
-load 2-4): see torch_models.py's docstring.
+Measured at 1 thread: torch_models.py's docstring.
 """
 import torch
 import torch.nn.functional as F
