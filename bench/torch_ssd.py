@@ -6,7 +6,7 @@ the twin's depthwise conv:
   chunked   Dao & Gu 2024 sec. 6 (the block decomposition): chunks of 64 steps (T padded up to a
             multiple, dt 0 and x 0 in the padding, its outputs dropped). With L_ij = exp(a_{j+1} +
             ... + a_i) for j <= i (0 above the diagonal), summed per segment (a masked cumsum, not
-            a difference of the chunk's prefix sums, which reach -1000 at A 16 and would lose
+            a difference of the chunk's prefix sums, which reach -100 at A 16 and would lose
             float32 digits), inside a chunk Y = (C B^T * L) X, one C B^T per group of heads; the
             chunk's own state S = (B * L_last)^T X; a loop over the chunks carries the state
             entering each, h <- exp(sum a) h + S; then Y += (C * exp(cumsum a)) h_entering, one
