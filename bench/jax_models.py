@@ -22,6 +22,11 @@ Forms, per mixer (--variant picks another):
              measured at 1 thread, CPU ms per step (deltanet, gated_deltanet) on a machine at load
              5: E64 chunked 210, 316-353 vs sequential 201, 259-267; S chunked 410, 541 vs
              sequential 515, 640 -> sequential at T <= 64 (one chunk), chunked above
+  mamba2     the SSD recurrence (bench/jax_ssd.py): chunked (chunks of 64, per-segment decays,
+             a lax.scan over the chunk states) or sequential (lax.scan over the T steps)
+             measured at 1 thread, median ms per step over 3 steps at load 3-4 (CPU ms in
+             brackets): E64 chunked 328 (234) vs sequential 1120 (750); S chunked 858 (572) vs
+             sequential 1916 (1274) -> chunked
 
 --threads N sets XLA_FLAGS (--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1 for
 N = 1, intra_op_parallelism_threads=N otherwise), OMP_NUM_THREADS and OPENBLAS_NUM_THREADS before
@@ -36,7 +41,7 @@ or 1e-3 of the largest gradient RMS if that is larger: k_proj.bias's gradient is
 arithmetic (softmax ignores a shift shared by all keys), so its relative error means nothing.
 
 Usage: .../bench-venv/bin/python bench/jax_models.py --config S|W|L1024|...|E1024
-       --model attention|linear|mamba|deltanet|gated_deltanet [--variant V] [--steps 10] [--warmup 2] [--threads 1] [--json]
+       --model attention|linear|mamba|deltanet|gated_deltanet|mamba2 [--variant V] [--steps 10] [--warmup 2] [--threads 1] [--json]
        .../bench-venv/bin/python bench/jax_models.py --check
 """
 import argparse
@@ -53,9 +58,10 @@ sys.path.insert(0, HERE)
 
 VARIANTS = {"attention": ["softmax"], "linear": ["chunked", "quadratic"],
             "mamba": ["associative", "chunked", "sequential"],
-            "deltanet": ["chunked", "sequential"], "gated_deltanet": ["chunked", "sequential"]}
+            "deltanet": ["chunked", "sequential"], "gated_deltanet": ["chunked", "sequential"],
+            "mamba2": ["chunked", "sequential"]}
 DEFAULT_VARIANT = {"attention": "softmax", "linear": "chunked", "mamba": "associative",
-                   "deltanet": "chunked", "gated_deltanet": "chunked"}
+                   "deltanet": "chunked", "gated_deltanet": "chunked", "mamba2": "chunked"}
 DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 CHUNK = 64
 LN_EPS = RMS_EPS = 1e-5
@@ -129,6 +135,10 @@ def init_params(cfg, key):
             params[p + "mixer.A_log"] = jnp.tile(jnp.log(jnp.arange(1, N + 1, dtype=jnp.float32)), (E, 1))
             params[p + "mixer.D"] = jnp.ones(E, jnp.float32)
             linear(p + "mixer.out_proj", d, E, False)
+        elif family == "mamba2":
+            import jax_ssd
+            norm(p + "norm", True)
+            jax_ssd.init_params(params, p + "mixer.", cfg, keys, uniform, linear)
         else:
             norm(p + "norm1", False)
             if family in DELTA_FAMILIES:
@@ -140,7 +150,7 @@ def init_params(cfg, key):
                 norm(p + "norm2", False)
                 linear(p + "mlp.fc1", 4 * d, d, True)
                 linear(p + "mlp.fc2", d, 4 * d, True)
-    norm("backbone.norm_f", family == "mamba")
+    norm("backbone.norm_f", family in ("mamba", "mamba2"))
     if not cfg["tie_embeddings"]:
         linear("lm_head", vocab, d, False)
     return params
@@ -272,10 +282,14 @@ def forward(params, ids, cfg, variant):
     x = params["backbone.embedding.weight"][ids]
     if cfg["pos"] == "learned":
         x = x + params["backbone.pos_embedding.weight"][:T]
-    mamba = cfg["family"] == "mamba"
+    mamba = cfg["family"] in ("mamba", "mamba2")
     for i in range(cfg["n_layers"]):
         p = f"backbone.layers.{i}."
         if mamba:
+            if cfg["family"] == "mamba2":
+                import jax_ssd
+                x = x + jax_ssd.mixer(params, p + "mixer.", rms_norm(params, p + "norm", x), cfg, variant)
+                continue
             x = x + mamba_mixer(params, p + "mixer.", rms_norm(params, p + "norm", x), variant)
             continue
         mixer = softmax_attention if cfg["family"] == "attention" else linear_attention
@@ -376,7 +390,7 @@ def check():
     from torch_models import VOCAB, build
     tolerance, failures = 1e-4, 0
     d, layers, heads, T, batch = 32, 2, 4, 256, 2
-    cases = [(family, T) for family in VARIANTS] + [(family, 100) for family in DELTA_FAMILIES]  # 100: padding
+    cases = [(family, T) for family in VARIANTS] + [(family, 100) for family in DELTA_FAMILIES + ("mamba2",)]  # 100: padding
     for family, T in cases:
         variants = VARIANTS[family]
         ref = build(family, d, layers, heads, T)

@@ -33,6 +33,7 @@ one GEMM on the concatenated q/k/v/b/a/g weights and one depthwise conv over the
             lost float32 digits enough to fail --check on A_log's and dt_bias's gradients.
   recurrent the reference's step-by-step loop over T (the plain form, in the state's [d_k, d_v]
             layout).
+Mamba 2 (SSD): bench/torch_ssd.py (chunked, recurrent).
 """
 import math
 
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 
 from models import L2_NORM_EPS, LINEAR_ATTENTION_EPS, DeltaNet, LinearAttention, MambaMixer, MultiHeadAttention
 from torch_scan import linear_scan
+from torch_ssd import FastMamba2
 
 _MASKS = {}
 
@@ -264,6 +266,7 @@ FORMS = {
     "mamba": (FastMamba, "kernel", ["chunked", "blelloch", "sequential"]),
     "deltanet": (FastDeltaNet, "form", ["chunked", "recurrent"]),
     "gated_deltanet": (FastDeltaNet, "form", ["chunked", "recurrent"]),
+    "mamba2": (FastMamba2, "form", ["chunked", "recurrent"]),  # torch_ssd.py
 }
 
 

@@ -6,7 +6,8 @@ A_log/dt_bias; clip 1.0; warm-up 50 then cosine), on random token batches of the
 
   --form plain  PyTorch out of the box: models.py as written (masked softmax attention, masked
                 quadratic linear attention, Mamba's sequential scan by unbind, the delta rule's
-                step-by-step loop), AdamW's default implementation, zero_grad(set_to_none=True).
+                and Mamba 2's step-by-step loops), AdamW's default implementation,
+                zero_grad(set_to_none=True).
   --form tuned  the fastest form measured per model and shape (torch_forms.py says what each
                 does; TUNED below is the choice), AdamW(foreach=True). The process environment
                 (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, tcmalloc, threads) is the caller's:
@@ -30,6 +31,10 @@ at load 5-7, so only the ratios mean anything; the chosen form first):
              (1.13); S chunked 379, 337 vs recurrent 1041, 836 (2.15); 289, 309 vs 1416, 1088
              (1.13) -> chunked at every T. Compiled (2.15, chunked): E64 168, 208; S 333, 446 (compile
              58-105 s), no faster than eager on this loaded machine
+  mamba2     (median ms per step over 3 steps, 1 thread, load 3-4, PyTorch 2.15; CPU ms in
+             brackets): E64 chunked 209 (141) vs recurrent 552 (368); S chunked 494 (326) vs
+             recurrent 1950 (1312) -> chunked at every T. Compiled (chunked): E64 185 (130), S 451
+             (296), compile 52-77 s
 PyTorch 2.15 (1 thread, E64, CPU ms per step on a machine at load 10): attention sdpa 63, 66 vs
   qkv 68, 78 -> sdpa wherever F.scaled_dot_product_attention exists. Under torch.compile Mamba's
   scan stays torch_scan.py's eager kernels (dynamo cannot trace their out= rows), the rest compiles.
@@ -42,7 +47,7 @@ error, never more; a wrong formula is off by orders of magnitude. Under PyTorch 
 covers the sdpa form and every family's TUNED form under torch.compile.
 
 Usage: /usr/bin/python3 bench/torch_models.py --config S|W|L1024|L2048|L4096|E64|E256|E1024
-       --model attention|linear|mamba|deltanet|gated_deltanet [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
+       --model attention|linear|mamba|deltanet|gated_deltanet|mamba2 [--form tuned|plain] [--variant V] [--steps 10] [--warmup 2]
        [--threads 2] [--json] [--compile]
        /usr/bin/python3 bench/torch_models.py --check
 """
@@ -84,7 +89,8 @@ TUNED = {"attention": lambda T: "sdpa" if HAS_SDPA else "qkv",
          "linear": lambda T: "chunked",
          "mamba": lambda T: "chunked",
          "deltanet": lambda T: "chunked",
-         "gated_deltanet": lambda T: "chunked"}
+         "gated_deltanet": lambda T: "chunked",
+         "mamba2": lambda T: "chunked"}
 DELTA_FAMILIES = ("deltanet", "gated_deltanet")
 LR, BETAS, EPS, WEIGHT_DECAY, CLIP, WARMUP = 1e-3, (0.9, 0.999), 1e-8, 0.1, 1.0, 50
 
@@ -94,7 +100,7 @@ def model_config(family, d, layers, heads, T, experiment=False):
                max_seq_len=T)
     if experiment:
         cfg.update(mlp="none", tie_embeddings=True)
-    if family == "mamba":
+    if family in ("mamba", "mamba2"):  # the family's own sizes (models.py's defaults), no positions
         return dict(cfg, mlp="none")
     if family in DELTA_FAMILIES:  # no HeadOptions in trilemma bench train: no MLP nor positions, the family's heads
         return dict(cfg, mlp="none", n_heads=FAMILY_OPTIONS[family]["n_heads"])
@@ -188,7 +194,7 @@ def check(threads):
     sizes = dict(d=32, layers=2, heads=4, T=256, batch=2)  # T 256: 4 chunks of 64
     failures = 0
     cases = [(family, sizes["T"]) for family in FORMS]
-    cases += [(family, 100) for family in DELTA_FAMILIES]  # T % 64 != 0: the chunked form's padding
+    cases += [(family, 100) for family in DELTA_FAMILIES + ("mamba2",)]  # T % 64 != 0: the chunked forms' padding
     for family, T in cases:
         variants = FORMS[family][2]
         ref = build(family, sizes["d"], sizes["layers"], sizes["heads"], T)

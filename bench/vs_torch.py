@@ -25,7 +25,7 @@ scripts/bench_table.py DIR renders the folder's table against the fastest anchor
 docs/BENCHMARKS.md's opening table is made.
 
 Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
-       [--models attention,linear,mamba,deltanet,gated_deltanet] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
+       [--models attention,linear,mamba,deltanet,gated_deltanet,mamba2] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
        [--anchors torch113,torch2,torch2-compile,jax] [--out DIR] [--append FILE ...]
 """
 import argparse
@@ -52,12 +52,13 @@ TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_TH
 SHOWN_VARS = TUNING_VARS + ("TORCHINDUCTOR_CACHE_DIR",)
 WARMUP = 2
 CONFIGS = ("S", "W", "L1024", "L2048", "L4096", "E64", "E256", "E1024")  # trilemma bench train's, torch_models.py's
-MODELS = ("attention", "linear", "mamba", "deltanet", "gated_deltanet")  # the families every anchor builds
+MODELS = ("attention", "linear", "mamba", "deltanet", "gated_deltanet", "mamba2")  # the families every anchor builds
 DELTA_FAMILIES = ("deltanet", "gated_deltanet")
+THREE_X = DELTA_FAMILIES + ("mamba2",)  # the recurrent families after Mamba: >= 3x over every anchor
 GROUPS = [("S: d 128, 2 layers, 4 heads, T 256, B 16", ["S"]),
           ("W: d 512, 4 layers, 8 heads, T 256, B 8", ["W"]),
           ("L: d 128, 2 layers, 4 heads, B 4, T 1024 / 2048 / 4096", ["L1024", "L2048", "L4096"]),
-          ("E: the experiments' models, d 64, 2 layers, 1 head (DeltaNet's: 4), no MLP, tied, vocabulary "
+          ("E: the experiments' models, d 64, 2 layers, 1 head (DeltaNet's: 4, Mamba 2's: 2 of 64), no MLP, tied, vocabulary "
            "512, B 64, T 64 / 256 / 1024", ["E64", "E256", "E1024"])]
 
 
@@ -217,7 +218,7 @@ def table(rows, configs, models):
 # The targets: training speed-up over the tuned PyTorch per (config, model), and peak RSS at
 # T 4096 as a fraction of the tuned PyTorch's.
 def speed_target(config, model):
-    if model in DELTA_FAMILIES:
+    if model in THREE_X:
         return 3.0
     if config.startswith("E"):  # the experiments' sizes: Mamba's small-T step is the one to close
         return (8.0 if config == "E64" else 5.0) if model == "mamba" else 1.5
@@ -226,12 +227,13 @@ def speed_target(config, model):
     return 1.3 if config == "W" else 2.0
 
 
-RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2, "deltanet": 1 / 2, "gated_deltanet": 1 / 2}
+RSS_TARGET = {"attention": 1 / 5, "linear": 1 / 2, "mamba": 1 / 2, "deltanet": 1 / 2, "gated_deltanet": 1 / 2,
+              "mamba2": 1 / 2}
 
 
 def anchor_target(config, model):
     """The speed-up wanted over the fastest of the anchors beyond PyTorch 1.13."""
-    if model == "mamba" or model in DELTA_FAMILIES:
+    if model == "mamba" or model in THREE_X:
         return 3.0
     return 1.1 if config == "W" else 1.5
 
@@ -285,7 +287,7 @@ def anchors_header(a):
     lines = [f"Anchors beyond PyTorch 1.13 (venv `{os.path.relpath(VENV, ROOT) if VENV.startswith(ROOT) else VENV}`, "
              f"Python {py}, bench/anchors_venv.sh pins the versions):", "",
              f"- torch 2 eager: PyTorch {torch2} from PyPI, torch_models.py --form tuned (sdpa attention, "
-             f"chunked linear attention, Mamba scan and delta rule), environment `{env}`.",
+             f"chunked linear attention, Mamba scan, delta rule and Mamba 2's SSD), environment `{env}`.",
              f"- torch 2 compile: the same under torch.compile (inductor, C++ kernels on the CPU); compile "
              "seconds (the warm-up steps' time beyond the median step) in brackets, apart from the step time.",
              f"- JAX jit: JAX {jax} (jaxlib from PyPI, CPU), bench/jax_models.py, the whole train step under "
@@ -387,11 +389,11 @@ def report(a, rows, argv):
             md += [f"### {title}", ""] + table(rows, configs, a.models) + [""]
     md += ["### Against the newer anchors: PyTorch 2 (eager, compiled) and JAX", ""] + anchors_header(a)
     md += ["Speed-up = the fastest new anchor's ms / trilemma ms; targets: attention and linear attention "
-           ">= 1.5x (>= 1.1x at W), Mamba, DeltaNet and Gated DeltaNet >= 3x everywhere.", ""]
+           ">= 1.5x (>= 1.1x at W), Mamba, DeltaNet, Gated DeltaNet and Mamba 2 >= 3x everywhere.", ""]
     md += anchors_table(rows, a.configs, a.models, a) + [""]
     md += ["### Targets", "", "The speed-ups and memory ratios above against the targets "
            "(attention and linear attention >= 2x at S and L, >= 1.3x at W, >= 1.5x at E; Mamba >= 5x, and "
-           ">= 8x at E64; DeltaNet and Gated DeltaNet >= 3x; peak RSS at T 4096 at most 1/5 of the tuned "
+           ">= 8x at E64; DeltaNet, Gated DeltaNet and Mamba 2 >= 3x; peak RSS at T 4096 at most 1/5 of the tuned "
            "torch's for attention, 1/2 for the others).", ""]
     md += targets(rows, a.configs, a.models) + [""]
     md += ["Commands: the sweep", "", "```", shlex.join([PYTHON] + argv), "```", "",
