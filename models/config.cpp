@@ -80,7 +80,7 @@ std::string ModelConfig::name() const { return hybrid() ? joined(layer_families(
 std::string ModelConfig::variant() const {
   static const std::vector<std::string> kVariantKeys = {"feature-map", "feature-dim", "short-conv", "conv-size",
                                                        "l2-norm", "state-gate", "output-gate", "delta-form",
-                                                       "state-size", "head-dim", "n-groups"};
+                                                       "state-size"};
   TextMap values, defaults;
   std::vector<const Options*> boxes = {mixer.get()};
   for (const OptionsBox<Options>& b : other_mixers) boxes.push_back(b.get());

@@ -53,7 +53,7 @@ struct ModelConfig : Options {
   std::string name() const;
   // The architecture as reports tell variants apart: name(), then each option that makes a
   // variant of a family (feature-map, feature-dim, short-conv; DeltaNet's conv-size, l2-norm,
-  // state-gate, output-gate) where it is not its default, e.g.
+  // state-gate, output-gate, delta-form; Mamba 2's state-size) where it is not its default, e.g.
   // "linear feature-map=taylor feature-dim=16 short-conv=3". Not the window: reports read it
   // apart, with its reach.
   std::string variant() const;

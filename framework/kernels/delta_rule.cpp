@@ -33,7 +33,7 @@ namespace tri {
 
 namespace {
 
-using lanes::bcast, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
+using lanes::bcast, lanes::hsum, lanes::hsum_rows, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
 
 constexpr int64_t kChunk = 64;  // steps between saved states
 constexpr int kChains = 4;      // independent accumulators over Dk, to hide the FMA latency
@@ -60,38 +60,6 @@ Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor
     throw fail("beta " + shape_text(beta) + " must be " + bth.str());
   if (g.defined() && g.shape() != bth) throw fail("g " + g.shape().str() + " must be " + bth.str() + " or undefined");
   return {q.size(0), q.size(1), q.size(2), q.size(3), v.size(3), padded(v.size(3))};
-}
-
-// The sum of the 16 lanes, in a fixed order (a tree of halves).
-inline float hsum(Lanes x) {
-  x += __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  x += __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return x[0];
-}
-
-// out[j] = hsum(v[j]) for j < n, bit for bit: 16 rows at a time, each level adding the same lane
-// pairs as hsum does (i and i + 8, then i + 4, i + 2, i + 1), with the rows packed side by side
-// so that one vector addition serves several rows. The rows past the last 16 go through hsum.
-inline void hsum_rows(const Lanes* v, int64_t n, float* out) {
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    const Lanes* r = v + j;
-    Lanes h8[8], h4[4], h2[2];
-    for (int i = 0; i < 8; ++i)  // rows 2i, 2i + 1: 8 lanes each
-      h8[i] = __builtin_shufflevector(r[2 * i], r[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-              __builtin_shufflevector(r[2 * i], r[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    for (int i = 0; i < 4; ++i)  // rows 4i .. 4i + 3: 4 lanes each
-      h4[i] = __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-              __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    for (int i = 0; i < 2; ++i)  // rows 8i .. 8i + 7: 2 lanes each
-      h2[i] = __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-              __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    st(out + j, __builtin_shufflevector(h2[0], h2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-                    __builtin_shufflevector(h2[0], h2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
-  }
-  for (; j < n; ++j) out[j] = hsum(v[j]);
 }
 
 // Rows j of M (Dk x Dvp, columns l0 .. l0 + 15), each given to f(j, chain): kChains chains in
@@ -179,12 +147,12 @@ struct GradRows {
 
 struct BackwardScratch {
   std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk, sums;
-  std::vector<Lanes> rows;  // one vector per row of M, reduced by hsum_rows
+  std::vector<float> rows;  // one vector per row of M, reduced by hsum_rows
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.Dk * d.Dvp)), us(size_t(kChunk * d.Dvp)), dM(size_t(d.Dk * d.Dvp)),
         vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), op(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
-        dk(size_t(d.Dk)), sums(size_t(d.Dk)), rows(size_t(d.Dk)) {}
-  // to[j] += hsum(rows[j]) for every row j.
+        dk(size_t(d.Dk)), sums(size_t(d.Dk)), rows(size_t(d.Dk * kLanes)) {}
+  // to[j] += the sum of row j of rows, for every row j.
   void add_row_sums(float* to, int64_t Dk) {
     hsum_rows(rows.data(), Dk, sums.data());
     for (int64_t j = 0; j < Dk; ++j) to[j] += sums[size_t(j)];
@@ -233,11 +201,11 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
           float* m = dM + j * Dvp + l0;
           const Lanes dmj = ld(m) + (scale * q[j]) * dol;
           st(m, dmj);
-          s.rows[size_t(j)] = ld(Mt + j * Dvp + l0) * dol;
+          st(s.rows.data() + j * kLanes, ld(Mt + j * Dvp + l0) * dol);
           dw[ch] += k[j] * dmj;
         });
         s.add_row_sums(dq, Dk);
-        over_rows(Dk, [&](int64_t j, int) { s.rows[size_t(j)] = ld(dM + j * Dvp + l0) * w; });
+        over_rows(Dk, [&](int64_t j, int) { st(s.rows.data() + j * kLanes, ld(dM + j * Dvp + l0) * w); });
         s.add_row_sums(dk, Dk);
         const Lanes dwl = combine(dw);
         dbeta += hsum(dwl * vu);
@@ -248,7 +216,7 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
           float* m = dM + j * Dvp + l0;
           const Lanes dp = ld(m) + k[j] * du;
           const Lanes p = gated ? a * ld(Mp + j * Dvp + l0) : ld(Mp + j * Dvp + l0);
-          s.rows[size_t(j)] = p * du;
+          st(s.rows.data() + j * kLanes, p * du);
           if (gated) {
             dga += dp * p;
             st(m, a * dp);

@@ -33,7 +33,7 @@ namespace tri {
 
 namespace {
 
-using lanes::bcast, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
+using lanes::bcast, lanes::hsum, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
 
 constexpr int64_t kChunk = 32;  // steps between saved states
 
@@ -60,15 +60,6 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& dt, const Tenso
     throw fail("D " + D.shape().str() + " must be [" + std::to_string(H) + "] or undefined");
   const int64_t G = Bm.size(2), N = Bm.size(3);
   return {B, T, H, x.size(3), G, N, padded(N), H / G};
-}
-
-// The sum of the 16 lanes, in a fixed order (a tree of halves).
-inline float hsum(Lanes x) {
-  x += __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  x += __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-  x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return x[0];
 }
 
 // One step on the state S [P][Np] (the top of the file): Bp, Cp are B_t, C_t padded with zeros;
@@ -136,6 +127,72 @@ struct BackwardScratch {
         dB(size_t(d.Np)), dC(size_t(d.Np)), y(size_t(d.P)) {}
 };
 
+// One step of the adjoint over the state's rows p (the top of the file): dH <- a (dH + dy_p C),
+// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, sp) takes the rest of
+// row p, sp = (dH + dy_p C) * B lane-wise.
+struct AdjointStep {
+  int64_t P;
+  float* dH;
+  const float *Ht, *Hp, *Bp, *Cp, *dy, *x;
+  float dt;
+  Lanes av;
+  float *dB, *dC;
+  Lanes* da;
+};
+
+// Any width: Np floats per row, B, C, dB and dC read and written through memory.
+template <class Tail>
+inline void adjoint_rows(const AdjointStep& a, int64_t Np, Tail tail) {
+  for (int64_t p = 0; p < a.P; ++p) {
+    const Lanes dyp = bcast(a.dy[p]), u = bcast(a.dt * a.x[p]);
+    Lanes sp = {};
+    for (int64_t l0 = 0; l0 < Np; l0 += kLanes) {
+      float* m = a.dH + p * Np + l0;
+      const Lanes dh = ld(m) + dyp * ld(a.Cp + l0);
+      st(a.dC + l0, ld(a.dC + l0) + dyp * ld(a.Ht + p * Np + l0));
+      st(a.dB + l0, ld(a.dB + l0) + u * dh);
+      sp += dh * ld(a.Bp + l0);
+      *a.da += dh * ld(a.Hp + p * Np + l0);
+      st(m, a.av * dh);
+    }
+    tail(p, sp);
+  }
+}
+
+// G vectors per row, known here: B, C, dB and dC live in registers. The same operations in the
+// same order as adjoint_rows (dB and dC start at zero there too): the same bits.
+template <int G, class Tail>
+inline void adjoint_rows_fixed(const AdjointStep& a, Tail tail) {
+  constexpr int64_t Np = G * kLanes;
+  Lanes b[G], c[G], db[G], dc[G];
+  for (int g = 0; g < G; ++g) {
+    b[g] = ld(a.Bp + g * kLanes);
+    c[g] = ld(a.Cp + g * kLanes);
+    db[g] = ld(a.dB + g * kLanes);
+    dc[g] = ld(a.dC + g * kLanes);
+  }
+  Lanes da = *a.da;
+  for (int64_t p = 0; p < a.P; ++p) {
+    const Lanes dyp = bcast(a.dy[p]), u = bcast(a.dt * a.x[p]);
+    Lanes sp = {};
+    for (int g = 0; g < G; ++g) {
+      float* m = a.dH + p * Np + g * kLanes;
+      const Lanes dh = ld(m) + dyp * c[g];
+      dc[g] = dc[g] + dyp * ld(a.Ht + p * Np + g * kLanes);
+      db[g] = db[g] + u * dh;
+      sp += dh * b[g];
+      da += dh * ld(a.Hp + p * Np + g * kLanes);
+      st(m, a.av * dh);
+    }
+    tail(p, sp);
+  }
+  *a.da = da;
+  for (int g = 0; g < G; ++g) {
+    st(a.dB + g * kLanes, db[g]);
+    st(a.dC + g * kLanes, dc[g]);
+  }
+}
+
 // The backward over one (batch, head) (the top of the file).
 void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, const float* ckpt, const float* gout,
                    const GradRows& gr, BackwardScratch& s) {
@@ -170,22 +227,18 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       const Lanes av = bcast(a);
       Lanes da = {};
       float ddt = 0.f;
-      for (int64_t p = 0; p < P; ++p) {
-        const Lanes dyp = bcast(dy[p]), u = bcast(dt * x[p]);
-        Lanes sp = {};
-        for (int64_t l0 = 0; l0 < Np; l0 += kLanes) {
-          float* m = dH + p * Np + l0;
-          const Lanes dh = ld(m) + dyp * ld(s.Cp.data() + l0);
-          st(s.dC.data() + l0, ld(s.dC.data() + l0) + dyp * ld(Ht + p * Np + l0));
-          st(s.dB.data() + l0, ld(s.dB.data() + l0) + u * dh);
-          sp += dh * ld(s.Bp.data() + l0);
-          da += dh * ld(Hp + p * Np + l0);
-          st(m, av * dh);
-        }
+      const AdjointStep step{P, dH, Ht, Hp, s.Bp.data(), s.Cp.data(), dy, x, dt, av, s.dB.data(), s.dC.data(), &da};
+      auto tail = [&](int64_t p, Lanes sp) {
         const float spp = hsum(sp);
         if (gr.x) gr.x[t * r.sx + p] += D ? dt * spp + *D * dy[p] : dt * spp;
         ddt += x[p] * spp;
         dD += dy[p] * x[p];
+      };
+      switch (Np / kLanes) {  // N of 16, 32 and 64 (the default) with B, C, dB and dC in registers
+        case 1: adjoint_rows_fixed<1>(step, tail); break;
+        case 2: adjoint_rows_fixed<2>(step, tail); break;
+        case 4: adjoint_rows_fixed<4>(step, tail); break;
+        default: adjoint_rows(step, Np, tail);
       }
       const float das = hsum(da) * a;
       if (gr.dt) gr.dt[t * r.sdt] += ddt + A * das;

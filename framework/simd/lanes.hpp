@@ -26,6 +26,39 @@ inline void st(float* p, Lanes v) { *reinterpret_cast<LanesAlias*>(p) = v; }
 // (0 + x, which turns -0 into +0, costs a scalar add first).
 inline Lanes bcast(float x) { return x - Lanes{}; }
 
+// The sum of the 16 lanes, in a fixed order (a tree of halves).
+inline float hsum(Lanes x) {
+  x += __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  x += __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  x += __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  x += __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return x[0];
+}
+
+// out[j] = hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: 16 rows at a time, each level adding the same lane
+// pairs as hsum does (i and i + 8, then i + 4, i + 2, i + 1), with the rows packed side by side
+// so that one vector addition serves several rows. The rows past the last 16 go through hsum.
+inline void hsum_rows(const float* v, int64_t n, float* out) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    Lanes r[kLanes];
+    for (int i = 0; i < kLanes; ++i) r[i] = ld(v + (j + i) * kLanes);
+    Lanes h8[8], h4[4], h2[2];
+    for (int i = 0; i < 8; ++i)  // rows 2i, 2i + 1: 8 lanes each
+      h8[i] = __builtin_shufflevector(r[2 * i], r[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+              __builtin_shufflevector(r[2 * i], r[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    for (int i = 0; i < 4; ++i)  // rows 4i .. 4i + 3: 4 lanes each
+      h4[i] = __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+              __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (int i = 0; i < 2; ++i)  // rows 8i .. 8i + 7: 2 lanes each
+      h2[i] = __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+              __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    st(out + j, __builtin_shufflevector(h2[0], h2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+                    __builtin_shufflevector(h2[0], h2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
+  }
+  for (; j < n; ++j) out[j] = hsum(ld(v + j * kLanes));
+}
+
 // While alive, the calling thread flushes subnormal results and operands to zero (x86's FTZ and
 // DAZ; elsewhere a no-op). An adjoint that receives no gradient for a long stretch (a needle
 // scored at one position in 1024) decays through the subnormal range, where each operation

@@ -116,7 +116,9 @@ TEST_CASE("mamba2 options: the paper's defaults, Mamba's keys shared where the d
   CHECK(o.n_groups == 1);
   CHECK(o.d_conv == 4);
   CHECK(o.expand == 2);
-  CHECK(small({{"n-groups", "2"}}).variant() == "mamba2");
+  // The state size names a variant (experiments compare Mamba 2 at two), the layout does not.
+  CHECK(small({{"n-groups", "2"}}).variant() == "mamba2 state-size=6");
+  CHECK(ModelConfig::of("mamba2").variant() == "mamba2");
   // H P N for the state and (K-1)(E + 2GN) for the convolution's window, per layer.
   const int64_t E = 32, N = 6, K = 4;
   for (int64_t G : {1, 2})
