@@ -20,4 +20,6 @@ plot 'acc_vs_distance_needle.dat' index 0 with linespoints lw 2 lc 1 title "atte
      'acc_vs_distance_needle.dat' index 7 with linespoints lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16 lr=0.003", \
      'acc_vs_distance_needle.dat' index 8 with linespoints lw 2 lc 9 title "deltanet lr=0.005", \
      'acc_vs_distance_needle.dat' index 9 with linespoints lw 2 lc 10 title "gated_deltanet lr=0.005", \
+     'acc_vs_distance_needle.dat' index 10 with linespoints lw 2 lc 11 title "mamba2 lr=0.005", \
+     'acc_vs_distance_needle.dat' index 11 with linespoints lw 2 lc 12 title "mamba2 state-size=16 lr=0.005", \
      0.0078125 with lines dt 2 lc rgb "gray40" title "chance 0.007812"

@@ -19,4 +19,6 @@ plot 'acc_vs_state_mqar.dat' index 0 with points pt 7 ps 1.5 lc 1 title "attenti
      'acc_vs_state_mqar.dat' index 6 with points pt 7 ps 1.5 lc 7 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3", \
      'acc_vs_state_mqar.dat' index 7 with points pt 7 ps 1.5 lc 8 title "deltanet", \
      'acc_vs_state_mqar.dat' index 8 with points pt 7 ps 1.5 lc 9 title "gated_deltanet", \
+     'acc_vs_state_mqar.dat' index 9 with points pt 7 ps 1.5 lc 10 title "mamba2", \
+     'acc_vs_state_mqar.dat' index 10 with points pt 7 ps 1.5 lc 11 title "mamba2 state-size=16", \
      0.00390625 with lines dt 2 lc rgb "gray40" title "chance 0.003906"

@@ -20,4 +20,6 @@ plot 'capacity_mqar.dat' index 0 with yerrorlines lw 2 lc 1 title "attention", \
      'capacity_mqar.dat' index 7 with yerrorlines lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16", \
      'capacity_mqar.dat' index 8 with yerrorlines lw 2 lc 9 title "deltanet", \
      'capacity_mqar.dat' index 9 with yerrorlines lw 2 lc 10 title "gated_deltanet", \
+     'capacity_mqar.dat' index 10 with yerrorlines lw 2 lc 11 title "mamba2", \
+     'capacity_mqar.dat' index 11 with yerrorlines lw 2 lc 12 title "mamba2 state-size=16", \
      0.9 with lines dt 2 lc rgb "gray40" title "capacity threshold 0.9"

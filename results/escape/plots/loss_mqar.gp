@@ -18,4 +18,6 @@ plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "attention window=0 lr=0
      'loss_mqar.dat' index 6 with lines lw 2 lc 7 title "linear feature-map=taylor feature-dim=16 short-conv=3 lr=0.003 seed=0", \
      'loss_mqar.dat' index 7 with lines lw 2 lc 8 title "linear+attention feature-map=taylor feature-dim=16 short-conv=3 window=16 lr=0.003 seed=0", \
      'loss_mqar.dat' index 8 with lines lw 2 lc 9 title "deltanet lr=0.01 seed=0", \
-     'loss_mqar.dat' index 9 with lines lw 2 lc 10 title "gated_deltanet lr=0.01 seed=0"
+     'loss_mqar.dat' index 9 with lines lw 2 lc 10 title "gated_deltanet lr=0.01 seed=0", \
+     'loss_mqar.dat' index 10 with lines lw 2 lc 11 title "mamba2 lr=0.01 seed=0", \
+     'loss_mqar.dat' index 11 with lines lw 2 lc 12 title "mamba2 state-size=16 lr=0.01 seed=0"

@@ -29,4 +29,8 @@ plot 'memory_model.dat' index 0 with linespoints lw 2 lc 1 title "attention B=2 
      'memory_model.dat' index 16 with linespoints lw 2 lc 9 title "deltanet B=2 d=64 L=2  T^1.00", \
      'memory_model.dat' index 17 with lines lw 2 dt 2 lc 9 notitle, \
      'memory_model.dat' index 18 with linespoints lw 2 lc 10 title "gated_deltanet B=2 d=64 L=2  T^1.00", \
-     'memory_model.dat' index 19 with lines lw 2 dt 2 lc 10 notitle
+     'memory_model.dat' index 19 with lines lw 2 dt 2 lc 10 notitle, \
+     'memory_model.dat' index 20 with linespoints lw 2 lc 11 title "mamba2 B=2 d=64 L=2  T^1.00", \
+     'memory_model.dat' index 21 with lines lw 2 dt 2 lc 11 notitle, \
+     'memory_model.dat' index 22 with linespoints lw 2 lc 12 title "mamba2 state-size=16 B=2 d=64 L=2  T^1.00", \
+     'memory_model.dat' index 23 with lines lw 2 dt 2 lc 12 notitle
