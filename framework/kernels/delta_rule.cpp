@@ -17,7 +17,8 @@
 // vectors of 16 floats and a step is a loop over vector columns. The sums over Dk (u, o, dw)
 // accumulate lane-wise in a fixed order and the sums over Dv (dq, dk, dbeta, dg) reduce the lanes
 // in a fixed order, and each (batch, head) is one thread's: the results repeat bit for bit at
-// any thread count.
+// any thread count. A head of 16 keys and up to 16 values has M (16 vectors) and dM in registers
+// instead of memory (step_registers, adjoint_registers): the same operations in the same order.
 #include "framework/kernels/delta_rule.hpp"
 
 #include <algorithm>
@@ -42,6 +43,7 @@ inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 struct Dims {
   int64_t B, T, H, Dk, Dv, Dvp;
+  bool registers = false;  // the state in registers (fits_registers), else in memory
 };
 
 std::string shape_text(const Tensor& t) { return t.defined() ? t.shape().str() : "undefined"; }
@@ -70,6 +72,14 @@ inline void over_rows(int64_t Dk, F f) {
   for (; j + kChains <= Dk; j += kChains)
     for (int c = 0; c < kChains; ++c) f(j + c, c);
   for (; j < Dk; ++j) f(j, 0);
+}
+
+// over_rows for a Dk known here, a whole number of chains: row j on chain j mod kChains, as there.
+template <int Dk, class F>
+inline void over_rows_fixed(F f) {
+  static_assert(Dk % kChains == 0);
+  for (int j = 0; j < Dk; j += kChains)
+    for (int c = 0; c < kChains; ++c) f(j + c, c);
 }
 
 inline Lanes combine(const Lanes (&acc)[kChains]) { return (acc[0] + acc[1]) + (acc[2] + acc[3]); }
@@ -105,6 +115,34 @@ inline void step_state(float* M, int64_t Dk, int64_t Dvp, const float* q, const 
   }
 }
 
+// step_state for a head of Dk keys and 16 values (one vector per row of M) with M in registers:
+// the same operations in the same order, so the same bits. The forward and the backward's
+// recomputation keep the state there for a whole chunk: at Dk 16 the step that loads and stores
+// each row twice ran 2.3x slower (docs/ARCHITECTURE.md). Returns o_t; u as in step_state.
+template <int Dk>
+inline Lanes step_registers(Lanes (&M)[Dk], const float* q, const float* k, Lanes v, float beta, float alpha,
+                            bool gated, float scale, Lanes* u) {
+  const Lanes a = bcast(alpha), b = bcast(beta);
+  Lanes acc[kChains] = {};
+  over_rows_fixed<Dk>([&](int64_t j, int c) {
+    if (gated) M[j] = a * M[j];
+    acc[c] += k[j] * M[j];
+  });
+  const Lanes uu = combine(acc);
+  if (u) *u = uu;
+  const Lanes w = b * (v - uu);
+  Lanes oc[kChains] = {};
+  over_rows_fixed<Dk>([&](int64_t j, int c) {
+    M[j] = M[j] + k[j] * w;
+    oc[c] += q[j] * M[j];
+  });
+  return bcast(scale) * combine(oc);
+}
+
+// The heads whose state fits in registers: 16 keys, up to 16 values.
+constexpr int kRegisterKeys = 16;
+inline bool fits_registers(const Dims& d) { return d.Dk == kRegisterKeys && d.Dvp == kLanes; }
+
 // One (batch, head) of the [B, T, H, *] layout: step t's row at base + t * stride.
 struct HeadRows {
   const float *q, *k, *v, *beta, *g;  // g null: no decay
@@ -124,18 +162,44 @@ inline float alpha_at(const HeadRows& r, int64_t t) { return r.g ? std::exp(r.g[
 // Copies n floats into a row padded with zeros (the padding written once by the caller).
 inline void copy_row(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
 
+// A row of Dv values padded to Dvp with zeros: the row itself when Dv = Dvp, else its copy in
+// buf (whose padding the caller zeroed once).
+inline const float* padded_row(const Dims& d, const float* row, float* buf) {
+  if (d.Dv == d.Dvp) return row;
+  copy_row(row, d.Dv, buf);
+  return buf;
+}
+
+inline const float* v_row(const Dims& d, const HeadRows& r, int64_t t, float* vp) {
+  return padded_row(d, r.v + t * r.sv, vp);
+}
+
+// forward_head with M in registers (Dims::registers: fits_registers).
+template <int Dk>
+void forward_registers(const Dims& d, const HeadRows& r, float scale, float* vp, float* op, float* out, float* ckpt) {
+  Lanes M[Dk] = {};
+  for (int64_t t = 0; t < d.T; ++t) {
+    if (ckpt && t % kChunk == 0)
+      for (int j = 0; j < Dk; ++j) st(ckpt + ((t / kChunk) * Dk + j) * kLanes, M[j]);
+    const Lanes v = ld(v_row(d, r, t, vp));
+    st(op, step_registers<Dk>(M, r.q + t * r.sk, r.k + t * r.sk, v, r.beta[t * r.sb], alpha_at(r, t), r.g, scale,
+                              nullptr));
+    std::copy(op, op + d.Dv, out + t * r.sv);
+  }
+}
+
 // The forward over one (batch, head): o's rows (out, stride H Dv) and, when ckpt is not null, the
 // state before every kChunk-th step (ckpt + c Dk Dvp: M before step c kChunk).
 void forward_head(const Dims& d, const HeadRows& r, float scale, float* M, float* vp, float* op, float* out,
                   float* ckpt) {
   const int64_t n = d.Dk * d.Dvp;
-  std::fill(M, M + n, 0.f);
   std::fill(vp, vp + d.Dvp, 0.f);
+  if (d.registers) return forward_registers<kRegisterKeys>(d, r, scale, vp, op, out, ckpt);
+  std::fill(M, M + n, 0.f);
   for (int64_t t = 0; t < d.T; ++t) {
     if (ckpt && t % kChunk == 0) std::copy(M, M + n, ckpt + (t / kChunk) * n);
-    copy_row(r.v + t * r.sv, d.Dv, vp);
-    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, vp, r.beta[t * r.sb], alpha_at(r, t), r.g, scale,
-               op, nullptr);
+    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, vp), r.beta[t * r.sb], alpha_at(r, t),
+               r.g, scale, op, nullptr);
     std::copy(op, op + d.Dv, out + t * r.sv);
   }
 }
@@ -159,78 +223,146 @@ struct BackwardScratch {
   }
 };
 
+// One step of the backward: M_t, M_{t-1}, the step's inputs (v and d out padded to Dvp), u and
+// the scalars.
+struct AdjointStep {
+  const float *Mt, *Mp, *q, *k, *vp, *u, *dop;
+  float alpha, beta, scale;
+  bool gated;
+};
+
+// The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory),
+// into s.dq and s.dk (zero before), dbeta and dg, and writes s.dv.
+void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, BackwardScratch& s, float& dbeta,
+                    float& dg) {
+  const Lanes al = bcast(a.alpha), b = bcast(a.beta);
+  for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
+    const Lanes dol = ld(a.dop + l0);
+    const Lanes vu = ld(a.vp + l0) - ld(a.u + l0), w = b * vu;
+    Lanes dw[kChains] = {};
+    over_rows(Dk, [&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
+      float* m = dM + j * Dvp + l0;
+      const Lanes dmj = ld(m) + (a.scale * a.q[j]) * dol;
+      st(m, dmj);
+      st(s.rows.data() + j * kLanes, ld(a.Mt + j * Dvp + l0) * dol);
+      dw[ch] += a.k[j] * dmj;
+    });
+    s.add_row_sums(s.dq.data(), Dk);
+    over_rows(Dk, [&](int64_t j, int) { st(s.rows.data() + j * kLanes, ld(dM + j * Dvp + l0) * w); });
+    s.add_row_sums(s.dk.data(), Dk);
+    const Lanes dwl = combine(dw);
+    dbeta += hsum(dwl * vu);
+    st(s.dv.data() + l0, b * dwl);
+    const Lanes du = -(b * dwl);
+    Lanes dga = {};
+    over_rows(Dk, [&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
+      float* m = dM + j * Dvp + l0;
+      const Lanes dp = ld(m) + a.k[j] * du;
+      const Lanes p = a.gated ? al * ld(a.Mp + j * Dvp + l0) : ld(a.Mp + j * Dvp + l0);
+      st(s.rows.data() + j * kLanes, p * du);
+      if (a.gated) {
+        dga += dp * p;
+        st(m, al * dp);
+      } else {
+        st(m, dp);
+      }
+    });
+    s.add_row_sums(s.dk.data(), Dk);
+    if (a.gated) dg += hsum(dga);
+  }
+}
+
+// adjoint_values with dM in registers (Dims::registers: fits_registers), and the rows summed by
+// hsum16 without a trip through memory: the same operations in the same order, so the same bits
+// (the products rounded first, as there; the sums into dq and dk start from zero there too).
+template <int Dk>
+void adjoint_registers(const AdjointStep& a, Lanes (&dM)[Dk], BackwardScratch& s, float& dbeta, float& dg) {
+  static_assert(Dk == kLanes, "hsum16 sums 16 rows");
+  const Lanes al = bcast(a.alpha), b = bcast(a.beta), dol = ld(a.dop);
+  const Lanes vu = ld(a.vp) - ld(a.u), w = b * vu;
+  Lanes rows[Dk], dw[kChains] = {};
+  over_rows_fixed<Dk>([&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
+    dM[j] = dM[j] + (a.scale * a.q[j]) * dol;
+    rows[j] = lanes::opaque(ld(a.Mt + j * kLanes) * dol);
+    dw[ch] += a.k[j] * dM[j];
+  });
+  st(s.dq.data(), Lanes{} + lanes::hsum16(rows));
+  over_rows_fixed<Dk>([&](int64_t j, int) { rows[j] = lanes::opaque(dM[j] * w); });
+  Lanes dk = Lanes{} + lanes::hsum16(rows);
+  const Lanes dwl = combine(dw);
+  dbeta += hsum(dwl * vu);
+  st(s.dv.data(), b * dwl);
+  const Lanes du = -(b * dwl);
+  Lanes dga = {};
+  over_rows_fixed<Dk>([&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
+    const Lanes dp = dM[j] + a.k[j] * du;
+    const Lanes p = a.gated ? al * ld(a.Mp + j * kLanes) : ld(a.Mp + j * kLanes);
+    rows[j] = lanes::opaque(p * du);
+    if (a.gated) {
+      dga += dp * p;
+      dM[j] = al * dp;
+    } else {
+      dM[j] = dp;
+    }
+  });
+  st(s.dk.data(), dk + lanes::hsum16(rows));
+  if (a.gated) dg += hsum(dga);
+}
+
+// A chunk's states from its checkpoint (already in states[0]): states[i + 1] is M after step t0 +
+// i, us[i] the step's u.
+void recompute_chunk(const Dims& d, const HeadRows& r, float scale, int64_t t0, int64_t t1, BackwardScratch& s) {
+  const int64_t n = d.Dk * d.Dvp;
+  if (d.registers) {
+    constexpr int Dk = kRegisterKeys;
+    Lanes M[Dk];
+    for (int j = 0; j < Dk; ++j) M[j] = ld(s.states.data() + j * kLanes);
+    for (int64_t t = t0; t < t1; ++t) {
+      Lanes u;
+      step_registers<Dk>(M, r.q + t * r.sk, r.k + t * r.sk, ld(v_row(d, r, t, s.vp.data())), r.beta[t * r.sb],
+                         alpha_at(r, t), r.g, scale, &u);
+      st(s.us.data() + (t - t0) * kLanes, u);
+      for (int j = 0; j < Dk; ++j) st(s.states.data() + (t - t0 + 1) * n + j * kLanes, M[j]);
+    }
+    return;
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    float* M = s.states.data() + (t - t0 + 1) * n;
+    std::copy(M - n, M, M);
+    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()), r.beta[t * r.sb],
+               alpha_at(r, t), r.g, scale, s.op.data(), s.us.data() + (t - t0) * d.Dvp);
+  }
+}
+
 // The backward over one (batch, head) (the top of the file), adding into the non-null gradients.
 void backward_head(const Dims& d, const HeadRows& r, float scale, const float* ckpt, const float* gout,
                    const GradRows& gr, BackwardScratch& s) {
   const int64_t n = d.Dk * d.Dvp, Dk = d.Dk, Dvp = d.Dvp;
-  const bool gated = r.g;
   std::fill(s.dM.begin(), s.dM.end(), 0.f);
   std::fill(s.vp.begin(), s.vp.end(), 0.f);
   std::fill(s.dop.begin(), s.dop.end(), 0.f);
-  float* dM = s.dM.data();
+  Lanes dM[kRegisterKeys] = {};  // dM in registers, when the head's state fits
   const int64_t chunks = (d.T + kChunk - 1) / kChunk;
   for (int64_t c = chunks - 1; c >= 0; --c) {
     const int64_t t0 = c * kChunk, t1 = std::min(d.T, t0 + kChunk);
-    // The chunk's states, from its checkpoint: states[i + 1] is M after step t0 + i.
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
-    for (int64_t t = t0; t < t1; ++t) {
-      float* M = s.states.data() + (t - t0 + 1) * n;
-      std::copy(M - n, M, M);
-      copy_row(r.v + t * r.sv, d.Dv, s.vp.data());
-      step_state(M, Dk, Dvp, r.q + t * r.sk, r.k + t * r.sk, s.vp.data(), r.beta[t * r.sb], alpha_at(r, t), gated,
-                 scale, s.op.data(), s.us.data() + (t - t0) * Dvp);
-    }
+    recompute_chunk(d, r, scale, t0, t1, s);
     for (int64_t t = t1 - 1; t >= t0; --t) {
       const float* Mt = s.states.data() + (t - t0 + 1) * n;
-      const float* Mp = Mt - n;
-      const float *q = r.q + t * r.sk, *k = r.k + t * r.sk;
-      const float alpha = alpha_at(r, t), beta = r.beta[t * r.sb];
-      copy_row(r.v + t * r.sv, d.Dv, s.vp.data());
-      copy_row(gout + t * r.sv, d.Dv, s.dop.data());
+      const AdjointStep a{Mt, Mt - n, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()),
+                          s.us.data() + (t - t0) * Dvp, padded_row(d, gout + t * r.sv, s.dop.data()), alpha_at(r, t),
+                          r.beta[t * r.sb], scale, r.g != nullptr};
       std::fill(s.dq.begin(), s.dq.end(), 0.f);
       std::fill(s.dk.begin(), s.dk.end(), 0.f);
-      float* dq = s.dq.data();
-      float* dk = s.dk.data();
       float dbeta = 0.f, dg = 0.f;
-      const Lanes a = bcast(alpha), b = bcast(beta);
-      for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
-        const Lanes dol = ld(s.dop.data() + l0);
-        const Lanes vu = ld(s.vp.data() + l0) - ld(s.us.data() + (t - t0) * Dvp + l0), w = b * vu;
-        Lanes dw[kChains] = {};
-        over_rows(Dk, [&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
-          float* m = dM + j * Dvp + l0;
-          const Lanes dmj = ld(m) + (scale * q[j]) * dol;
-          st(m, dmj);
-          st(s.rows.data() + j * kLanes, ld(Mt + j * Dvp + l0) * dol);
-          dw[ch] += k[j] * dmj;
-        });
-        s.add_row_sums(dq, Dk);
-        over_rows(Dk, [&](int64_t j, int) { st(s.rows.data() + j * kLanes, ld(dM + j * Dvp + l0) * w); });
-        s.add_row_sums(dk, Dk);
-        const Lanes dwl = combine(dw);
-        dbeta += hsum(dwl * vu);
-        st(s.dv.data() + l0, b * dwl);
-        const Lanes du = -(b * dwl);
-        Lanes dga = {};
-        over_rows(Dk, [&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
-          float* m = dM + j * Dvp + l0;
-          const Lanes dp = ld(m) + k[j] * du;
-          const Lanes p = gated ? a * ld(Mp + j * Dvp + l0) : ld(Mp + j * Dvp + l0);
-          st(s.rows.data() + j * kLanes, p * du);
-          if (gated) {
-            dga += dp * p;
-            st(m, a * dp);
-          } else {
-            st(m, dp);
-          }
-        });
-        s.add_row_sums(dk, Dk);
-        if (gated) dg += hsum(dga);
-      }
+      if (d.registers)
+        adjoint_registers<kRegisterKeys>(a, dM, s, dbeta, dg);
+      else
+        adjoint_values(a, Dk, Dvp, s.dM.data(), s, dbeta, dg);
       if (gr.q)
-        for (int64_t j = 0; j < Dk; ++j) gr.q[t * r.sk + j] += scale * dq[j];
+        for (int64_t j = 0; j < Dk; ++j) gr.q[t * r.sk + j] += scale * s.dq[size_t(j)];
       if (gr.k)
-        for (int64_t j = 0; j < Dk; ++j) gr.k[t * r.sk + j] += dk[j];
+        for (int64_t j = 0; j < Dk; ++j) gr.k[t * r.sk + j] += s.dk[size_t(j)];
       if (gr.v)
         for (int64_t i = 0; i < d.Dv; ++i) gr.v[t * r.sv + i] += s.dv[size_t(i)];
       if (gr.beta) gr.beta[t * r.sb] += dbeta;
@@ -277,8 +409,9 @@ void delta_rule_check(const char* op, const Tensor& q, const Tensor& k, const Te
 }
 
 Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& g,
-                  float scale) {
-  const Dims d = check_inputs("delta_rule", q, k, v, beta, g);
+                  float scale, bool registers) {
+  Dims d = check_inputs("delta_rule", q, k, v, beta, g);
+  d.registers = registers && fits_registers(d);
   Tensor out = Tensor::empty(Shape{d.B, d.T, d.H, d.Dv});
   const bool grad = needs_grad({q, k, v, beta, g});
   const int64_t chunks = (d.T + kChunk - 1) / kChunk;

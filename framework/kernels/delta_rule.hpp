@@ -20,8 +20,10 @@ namespace tri {
 // Dv) time, saving the state every 64 steps for backward. Backward recomputes each 64 steps'
 // states from their checkpoint (the forward's arithmetic: the same bits) and runs the adjoint
 // recurrence over them in reverse (delta_rule.cpp's header). Differentiable in q, k, v, beta, g.
+// A head of 16 keys and up to 16 values keeps its state in registers; registers = false runs the
+// general loop instead, with the same bits (for tests and measurements).
 Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
-                  const Tensor& g = Tensor(), float scale = 1.f);
+                  const Tensor& g = Tensor(), float scale = 1.f, bool registers = true);
 
 // Naive reference: the recurrence written with ops (broadcast products and sums over the
 // state, one step at a time), differentiated by the tape.

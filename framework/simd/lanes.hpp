@@ -35,26 +35,44 @@ inline float hsum(Lanes x) {
   return x[0];
 }
 
-// out[j] = hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: 16 rows at a time, each level adding the same lane
-// pairs as hsum does (i and i + 8, then i + 4, i + 2, i + 1), with the rows packed side by side
-// so that one vector addition serves several rows. The rows past the last 16 go through hsum.
+// x, as a value the compiler cannot see into: a product passed through it is rounded to float
+// before a sum takes it. Otherwise GCC moves lane shuffles in front of a multiplication and fuses
+// the product into the addition after them (an FMA), which changes the bits of hsum16's sums.
+inline Lanes opaque(Lanes x) {
+#if defined(__AVX512F__)
+  asm("" : "+v"(x));  // one register, no instruction
+#else
+  asm("" : "+m"(x));  // two registers or more: through memory
+#endif
+  return x;
+}
+
+// Lane j of the result = hsum(r[j]), bit for bit: each level adds the same lane pairs as hsum
+// does (i and i + 8, then i + 4, i + 2, i + 1), with the rows packed side by side so that one
+// vector addition serves several rows.
+inline Lanes hsum16(const Lanes (&r)[kLanes]) {
+  Lanes h8[8], h4[4], h2[2];
+  for (int i = 0; i < 8; ++i)  // rows 2i, 2i + 1: 8 lanes each
+    h8[i] = __builtin_shufflevector(r[2 * i], r[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+            __builtin_shufflevector(r[2 * i], r[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  for (int i = 0; i < 4; ++i)  // rows 4i .. 4i + 3: 4 lanes each
+    h4[i] = __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+            __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  for (int i = 0; i < 2; ++i)  // rows 8i .. 8i + 7: 2 lanes each
+    h2[i] = __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+            __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  return __builtin_shufflevector(h2[0], h2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(h2[0], h2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// out[j] = hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: hsum16 on each 16
+// rows; the rows past the last 16 go through hsum.
 inline void hsum_rows(const float* v, int64_t n, float* out) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     Lanes r[kLanes];
     for (int i = 0; i < kLanes; ++i) r[i] = ld(v + (j + i) * kLanes);
-    Lanes h8[8], h4[4], h2[2];
-    for (int i = 0; i < 8; ++i)  // rows 2i, 2i + 1: 8 lanes each
-      h8[i] = __builtin_shufflevector(r[2 * i], r[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-              __builtin_shufflevector(r[2 * i], r[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    for (int i = 0; i < 4; ++i)  // rows 4i .. 4i + 3: 4 lanes each
-      h4[i] = __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-              __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    for (int i = 0; i < 2; ++i)  // rows 8i .. 8i + 7: 2 lanes each
-      h2[i] = __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-              __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    st(out + j, __builtin_shufflevector(h2[0], h2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-                    __builtin_shufflevector(h2[0], h2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
+    st(out + j, hsum16(r));
   }
   for (; j < n; ++j) out[j] = hsum(ld(v + j * kLanes));
 }

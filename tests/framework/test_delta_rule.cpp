@@ -61,6 +61,15 @@ struct Problem {
 
 using Kernel = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float);
 
+// The fused kernel; and with a head's state in memory where it would be in registers.
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& g, float scale) {
+  return delta_rule(q, k, v, b, g, scale);
+}
+Tensor fused_in_memory(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& g,
+                       float scale) {
+  return delta_rule(q, k, v, b, g, scale, false);
+}
+
 struct Result {
   Tensor out;
   std::vector<Tensor> grads;
@@ -95,7 +104,7 @@ TEST_CASE("delta_rule: fused matches the naive reference, forward and every grad
       CAPTURE(gated);
       Problem p(s.B, s.T, s.H, s.Dk, s.Dv, gated, 10 * s.T + gated);
       Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.Dv}, 7);
-      Result f = forward_backward(p, delta_rule, w), n = forward_backward(p, delta_rule_naive, w);
+      Result f = forward_backward(p, fused, w), n = forward_backward(p, delta_rule_naive, w);
       CHECK(scaled_err(f.out, n.out) < 1e-5);
       double worst = 0;
       for (size_t i = 0; i < f.grads.size(); ++i) {
@@ -130,7 +139,7 @@ TEST_CASE("delta_rule: the chunked form equals the fused recurrence to float32 r
       CAPTURE(gated);
       Problem p(s.B, s.T, s.H, s.Dk, s.Dv, gated, 60 + s.T + gated);
       Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.Dv}, 61);
-      Result f = forward_backward(p, delta_rule, w), c = forward_backward(p, s.chunked, w);
+      Result f = forward_backward(p, fused, w), c = forward_backward(p, s.chunked, w);
       double worst = 0;
       CHECK(rms_err(c.out, f.out) < 5e-6);
       for (size_t i = 0; i < f.grads.size(); ++i) {
@@ -151,6 +160,23 @@ TEST_CASE("delta_rule: the chunked form stays finite under a strong decay") {
   const Tensor f = delta_rule(p.q, p.k, p.v, p.beta, p.g), c = delta_rule_chunked(p.q, p.k, p.v, p.beta, p.g);
   for (int64_t i = 0; i < c.numel(); ++i) REQUIRE(std::isfinite(c.data()[i]));
   CHECK(rms_err(c, f) < 5e-6);
+}
+
+TEST_CASE("delta_rule: a 16 x 16 state in registers gives the bits of the general loop") {
+  // Dv 16 and 11 (padded to one vector); T 150 crosses two checkpoints, 37 ends inside the first.
+  for (auto [T, Dv] : {std::pair<int64_t, int64_t>{150, 16}, {37, 11}})
+    for (bool gated : {false, true}) {
+      CAPTURE(Dv);
+      CAPTURE(gated);
+      const Problem p(2, T, 3, 16, Dv, gated, 61);
+      const Tensor w = gradcheck::uniform({2, T, 3, Dv}, 62);
+      const Result a = forward_backward(p, fused, w), b = forward_backward(p, fused_in_memory, w);
+      CHECK(same_bits(a.out, b.out));
+      for (size_t i = 0; i < a.grads.size(); ++i) {
+        INFO("gradient of " << kLeafNames[i]);
+        CHECK(same_bits(a.grads[i], b.grads[i]));
+      }
+    }
 }
 
 TEST_CASE("delta_rule: gradients match finite differences") {
@@ -174,7 +200,7 @@ TEST_CASE("delta_rule: the gated rule at g = 0 (alpha = 1) is the plain rule, bi
   gated.gated = true;
   gated.g = Tensor::zeros({2, 70, 3}).requires_grad_();
   Tensor w = gradcheck::uniform({2, 70, 3, 20}, 22);
-  const Result a = forward_backward(plain, delta_rule, w), b = forward_backward(gated, delta_rule, w);
+  const Result a = forward_backward(plain, fused, w), b = forward_backward(gated, fused, w);
   CHECK(same_bits(a.out, b.out));
   for (size_t i = 0; i < a.grads.size(); ++i) {
     INFO("gradient of " << kLeafNames[i]);
@@ -250,7 +276,7 @@ TEST_CASE("delta_rule: output t has exactly zero gradient w.r.t. inputs after t"
     Tensor w = gradcheck::uniform({B, T, H, Dv}, 42);
     for (int64_t i = 0; i < w.numel(); ++i)
       if ((i / (H * Dv)) % T != t0) w.data()[i] = 0.f;  // only output t0 reaches the loss
-    const Result r = forward_backward(p, delta_rule, w);
+    const Result r = forward_backward(p, fused, w);
     for (size_t i = 0; i < r.grads.size(); ++i) {
       INFO("gradient of " << kLeafNames[i]);
       const Tensor& g = r.grads[i];
@@ -268,9 +294,9 @@ TEST_CASE("delta_rule: results repeat bit for bit, at any thread count") {
   Tensor w = gradcheck::uniform({2, 80, 3, 20}, 52);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const Result one = forward_backward(p, delta_rule, w);
+  const Result one = forward_backward(p, fused, w);
   omp_set_num_threads(std::max(2, threads));
-  const Result two = forward_backward(p, delta_rule, w), again = forward_backward(p, delta_rule, w);
+  const Result two = forward_backward(p, fused, w), again = forward_backward(p, fused, w);
   omp_set_num_threads(threads);
   for (const Result* r : {&two, &again}) {
     CHECK(same_bits(r->out, one.out));
