@@ -59,9 +59,12 @@ Row kernel_row(bool fused, int64_t B, int64_t T, int64_t D, int64_t H, int repea
       repeats);
   return {fused ? "attention kernel (fused)" : "attention kernel (naive)", T, c, double(B * T) / (c.ms * 1e-3)};
 }
-// The delta rule's two forms at the mixer's head width Dh = D / H: the fused recurrence and the
-// chunkwise form (chunks of 64), forward and backward, on unit keys as the models' (L2-normed).
-Row delta_rule_row(bool chunked, bool gated, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
+// The delta rule's forms at the mixer's head width Dh = D / H: the fused recurrence (at Dh 16 also
+// with its state in memory instead of registers) and the chunkwise form (chunks of 64), forward
+// and backward, on unit keys as the models' (L2-normed).
+enum class DeltaForm { fused, fused_in_memory, chunked };
+
+Row delta_rule_row(DeltaForm form, bool gated, int64_t B, int64_t T, int64_t D, int64_t H, int repeats) {
   Rng rng(3);
   const Shape s{B, T, H, D / H}, sb{B, T, H};
   Tensor q = init_normal(s, rng, 0.f, 1.f).requires_grad_(), v = init_normal(s, rng, 0.f, 1.f).requires_grad_();
@@ -70,13 +73,15 @@ Row delta_rule_row(bool chunked, bool gated, int64_t B, int64_t T, int64_t D, in
   Tensor g = gated ? Tensor::full(sb, -0.05f).requires_grad_() : Tensor();
   StepCost c = measure_step(
       [&] {
-        Tensor o = chunked ? delta_rule_chunked(q, k, v, beta, g) : delta_rule(q, k, v, beta, g);
+        Tensor o = form == DeltaForm::chunked ? delta_rule_chunked(q, k, v, beta, g)
+                                              : delta_rule(q, k, v, beta, g, 1.f, form == DeltaForm::fused);
         backward(mean(o));
         for (Tensor* t : {&q, &k, &v, &beta, &g})
           if (t->defined()) t->zero_grad();
       },
       repeats);
-  const std::string what = std::string(gated ? "gated " : "") + "delta rule (" + (chunked ? "chunked)" : "fused)");
+  const char* form_name = form == DeltaForm::chunked ? "chunked)" : form == DeltaForm::fused ? "fused)" : "fused, in memory)";
+  const std::string what = std::string(gated ? "gated " : "") + "delta rule (" + form_name;
   return {what, T, c, double(B * T) / (c.ms * 1e-3)};
 }
 
@@ -127,13 +132,13 @@ int bench_mixers(const po::variables_map& vm) {
   std::vector<Row> rows;
   if (!json)
     std::printf("mixer forward+backward, B=%lld D=%lld H=%lld, median of %d, %d threads, load average %.2f\n"
-                "%-26s %6s %10s %12s %12s %10s %12s\n", (long long)B, (long long)D, (long long)H, repeats,
+                "%-36s %6s %10s %12s %12s %10s %12s\n", (long long)B, (long long)D, (long long)H, repeats,
                 num_threads(), load_average(), "what", "T", "ms", "tokens/s", "peak MB", "params",
                 "state B/seq");
   auto show = [&](const Row& r) {
     rows.push_back(r);
     if (!json) {
-      std::printf("%-26s %6lld %10.2f %12.0f %12.1f %10lld %12lld\n", r.what.c_str(), (long long)r.T,
+      std::printf("%-36s %6lld %10.2f %12.0f %12.1f %10lld %12lld\n", r.what.c_str(), (long long)r.T,
                   r.cost.ms, r.tokens_per_s, mb(r.cost.peak_bytes), (long long)r.params, (long long)r.state_bytes);
       std::fflush(stdout);
     }
@@ -146,7 +151,8 @@ int bench_mixers(const po::variables_map& vm) {
   }
   for (bool gated : {false, true})
     for (int64_t T : lens)
-      for (bool chunked : {false, true}) show(delta_rule_row(chunked, gated, B, T, D, H, repeats));
+      for (DeltaForm form : {DeltaForm::fused, DeltaForm::fused_in_memory, DeltaForm::chunked})
+        if (form != DeltaForm::fused_in_memory || D / H == 16) show(delta_rule_row(form, gated, B, T, D, H, repeats));
   for (int64_t T : lens)
     for (bool chunked : {false, true}) show(ssd_scan_row(chunked, B, T, D, H, repeats));
   if (json) {
