@@ -205,9 +205,14 @@ void forward_head(const Dims& d, const HeadRows& r, float scale, float* M, float
 }
 
 // Where one (batch, head)'s gradients go (null: not needed), at the head's first rows.
+// A fresh buffer (grad_for_write) is uninitialised: each of its elements is written once, as
+// 0 + the gradient (the bits an add into zeros gives), instead of being read and added to.
 struct GradRows {
   float *q, *k, *v, *beta, *g;
+  bool q_fresh = false, k_fresh = false, v_fresh = false, beta_fresh = false, g_fresh = false;
 };
+
+inline void add_or_set(float* p, bool fresh, float x) { *p = fresh ? 0.f + x : *p + x; }
 
 struct BackwardScratch {
   std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk, sums;
@@ -360,13 +365,13 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
       else
         adjoint_values(a, Dk, Dvp, s.dM.data(), s, dbeta, dg);
       if (gr.q)
-        for (int64_t j = 0; j < Dk; ++j) gr.q[t * r.sk + j] += scale * s.dq[size_t(j)];
+        for (int64_t j = 0; j < Dk; ++j) add_or_set(gr.q + t * r.sk + j, gr.q_fresh, scale * s.dq[size_t(j)]);
       if (gr.k)
-        for (int64_t j = 0; j < Dk; ++j) gr.k[t * r.sk + j] += s.dk[size_t(j)];
+        for (int64_t j = 0; j < Dk; ++j) add_or_set(gr.k + t * r.sk + j, gr.k_fresh, s.dk[size_t(j)]);
       if (gr.v)
-        for (int64_t i = 0; i < d.Dv; ++i) gr.v[t * r.sv + i] += s.dv[size_t(i)];
-      if (gr.beta) gr.beta[t * r.sb] += dbeta;
-      if (gr.g) gr.g[t * r.sb] += dg;
+        for (int64_t i = 0; i < d.Dv; ++i) add_or_set(gr.v + t * r.sv + i, gr.v_fresh, s.dv[size_t(i)]);
+      if (gr.beta) add_or_set(gr.beta + t * r.sb, gr.beta_fresh, dbeta);
+      if (gr.g) add_or_set(gr.g + t * r.sb, gr.g_fresh, dg);
     }
   }
 }
@@ -395,7 +400,9 @@ void backward_all(const Dims& d, const float* q, const float* k, const float* v,
     for (int64_t bh = 0; bh < BH; ++bh) {
       const HeadRows r = rows_of(d, bh, q, k, v, beta, g);
       auto at = [](float* p, int64_t o) { return p ? p + o : nullptr; };
-      const GradRows gh{at(gr.q, r.ok), at(gr.k, r.ok), at(gr.v, r.ov), at(gr.beta, r.ob), at(gr.g, r.ob)};
+      GradRows gh = gr;
+      gh.q = at(gr.q, r.ok), gh.k = at(gr.k, r.ok), gh.v = at(gr.v, r.ov), gh.beta = at(gr.beta, r.ob);
+      gh.g = at(gr.g, r.ob);
       backward_head(d, r, scale, ckpt + bh * per_head, gout + r.ov, gh, scratch);
     }
   }
@@ -422,7 +429,12 @@ Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   std::vector<Tensor> saved = {q, k, v, beta};
   if (g.defined()) saved.push_back(g);
   record("delta_rule", out, saved, [q, k, v, beta, g, ckpt, d, scale](const float* gout) {
-    const GradRows gr{grad_of(q), grad_of(k), grad_of(v), grad_of(beta), g.defined() ? grad_of(g) : nullptr};
+    GradRows gr;
+    gr.q = grad_for_write(q, &gr.q_fresh);
+    gr.k = grad_for_write(k, &gr.k_fresh);
+    gr.v = grad_for_write(v, &gr.v_fresh);
+    gr.beta = grad_for_write(beta, &gr.beta_fresh);
+    gr.g = g.defined() ? grad_for_write(g, &gr.g_fresh) : nullptr;
     backward_all(d, q.data(), k.data(), v.data(), beta.data(), g.defined() ? g.data() : nullptr, scale,
                  ckpt.data(), gout, gr);
   });
