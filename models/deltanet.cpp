@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "framework/core/autograd.hpp"
 #include "framework/kernels/delta_rule.hpp"
+#include "framework/ops/activation_fns.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/rows.hpp"
 #include "models/family.hpp"
 
 namespace tri {
@@ -14,6 +17,7 @@ namespace tri {
 namespace {
 
 constexpr float kL2Eps = 1e-6f;      // x / sqrt(|x|^2 + eps), as the papers' code (fla's l2_norm)
+constexpr float kNormEps = 1e-5f;    // o_norm's, as every Norm's (models/layers.cpp)
 constexpr double kAMin = 1, kAMax = 16;  // A = exp(A_log) ~ U(1, 16), Mamba 2's range
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtFloor = 1e-4;  // Mamba's dt (mamba.cpp)
 
@@ -32,12 +36,17 @@ const GatedDeltaNetOptions* gates_of(const ModelConfig& cfg) {
 
 struct DeltaNet::State : MixerState {
   int64_t batch = 0;
-  Tensor S;            // [B, H, Dh, Dh]: S^T per head, delta_rule's layout
-  Tensor q, k, v;      // the short convolutions' last K-1 inputs (undefined without them)
+  Tensor S;       // [B, H, Dh, Dh]: S^T per head, delta_rule's layout
+  Tensor window;  // [B, K-1, 3D]: the q, k and v convolutions' last K-1 inputs side by side (undefined without them)
+  // The step's parameters side by side, so that a token takes one GEMV and one convolution step;
+  // built on the first step and again whenever a parameter has been written since.
+  Tensor w_in;            // [3D + H (+ H) (+ D), D]: the q, k, v, beta (, a) (, output gate) projections
+  Tensor conv_w, conv_b;  // [3D, 1, K], [3D]: the q, k and v convolutions
+  Tensor neg_A;           // -exp(A_log) [H]
+  uint64_t version = 0;   // the parameters' versions summed when they were built
+  std::vector<float> row;  // one row of the convolutions' output
   int64_t bytes() const override {
-    int64_t n = S.numel();
-    for (const Tensor* w : {&q, &k, &v}) n += w->defined() ? w->numel() : 0;
-    return n * int64_t(sizeof(float));
+    return (S.numel() + (window.defined() ? window.numel() : 0)) * int64_t(sizeof(float));
   }
 };
 
@@ -129,18 +138,17 @@ DeltaNet::DeltaNet(const ModelConfig& c, Rng& rng)
   add_module("out_proj", out_proj);
 }
 
-Tensor DeltaNet::mix(const Tensor& x, State* st, const Tensor& residual) {
+Tensor DeltaNet::mix(const Tensor& x, const Tensor& residual) {
   const int64_t B = x.size(0), T = x.size(1);
-  // q, k, v: projection, short convolution (decoding: its step, sliding the window), SiLU.
-  auto branch = [&](const Linear& proj, const std::unique_ptr<ShortConv>& conv, Tensor* window) {
+  // q, k, v: projection, short convolution, SiLU.
+  auto branch = [&](const Linear& proj, const std::unique_ptr<ShortConv>& conv) {
     const Tensor p = proj(x);
-    if (!conv) return silu(p);
-    return st ? silu(conv->step(p, *window)) : causal_conv1d_silu(p, conv->weight, conv->bias);
+    return conv ? causal_conv1d_silu(p, conv->weight, conv->bias) : silu(p);
   };
   const Shape heads{B, T, H, Dh};
-  Tensor q = reshape(branch(q_proj, q_conv, st ? &st->q : nullptr), heads);
-  Tensor k = reshape(branch(k_proj, k_conv, st ? &st->k : nullptr), heads);
-  const Tensor v = reshape(branch(v_proj, v_conv, st ? &st->v : nullptr), heads);
+  Tensor q = reshape(branch(q_proj, q_conv), heads);
+  Tensor k = reshape(branch(k_proj, k_conv), heads);
+  const Tensor v = reshape(branch(v_proj, v_conv), heads);
   if (l2_norm) {
     q = l2_normalise(q);
     k = l2_normalise(k);
@@ -149,9 +157,7 @@ Tensor DeltaNet::mix(const Tensor& x, State* st, const Tensor& residual) {
   // g = -exp(A_log) softplus(W_a x + dt_bias): log alpha, <= 0.
   const Tensor g = state_gate ? mul(mul_scalar(exp(A_log), -1.f), softplus(add((*a_proj)(x), dt_bias))) : Tensor();
   const float scale = 1.f / std::sqrt(float(Dh));
-  Tensor o = st        ? delta_rule_step(q, k, v, beta, g, st->S, scale)
-             : chunked ? delta_rule_chunked(q, k, v, beta, g, scale)
-                       : delta_rule(q, k, v, beta, g, scale);
+  Tensor o = chunked ? delta_rule_chunked(q, k, v, beta, g, scale) : delta_rule(q, k, v, beta, g, scale);
   o = o_norm(o);  // per head, over Dh
   if (output_gate) o = mul(o, silu(reshape((*g_proj)(x), heads)));
   return out_proj(reshape(o, Shape{B, T, D}), residual);
@@ -160,19 +166,46 @@ Tensor DeltaNet::mix(const Tensor& x, State* st, const Tensor& residual) {
 Tensor DeltaNet::forward(const Tensor& x, const Tensor& residual) {
   if (x.dim() != 3 || x.size(2) != D)
     throw Error("deltanet: input " + x.shape().str() + " must be [B, T, " + std::to_string(D) + "]");
-  return mix(x, nullptr, residual);
+  return mix(x, residual);
 }
 
+// The decoding step: the forward's ops on one token, fused. One GEMV for all the projections,
+// one pass for the convolutions, SiLU, the L2 norms and the gates (the ops' bits: their row
+// arithmetic is shared, framework/ops/rows.hpp), the delta rule's step, one pass for the norm and
+// the output gate, the output projection: 5 calls for the forward's 26 ops, which at B 1 cost
+// more than their arithmetic.
 std::unique_ptr<MixerState> DeltaNet::new_state(int64_t batch) const {
   auto s = std::make_unique<State>();
   s->batch = batch;
   s->S = Tensor::zeros(Shape{batch, H, Dh, Dh});
-  if (q_conv) {
-    s->q = q_conv->new_window(batch);
-    s->k = k_conv->new_window(batch);
-    s->v = v_conv->new_window(batch);
-  }
+  if (q_conv) s->window = Tensor::zeros(Shape{batch, q_conv->width - 1, 3 * D});
+  s->row.resize(size_t(3 * D));
   return s;
+}
+
+uint64_t DeltaNet::params_version() const {
+  uint64_t v = 0;
+  for (const Tensor* t : {&q_proj.weight, &k_proj.weight, &v_proj.weight, &b_proj.weight, &A_log, &dt_bias})
+    v += t->defined() ? t->version() : 0;
+  for (const std::unique_ptr<Linear>* l : {&a_proj, &g_proj}) v += *l ? (*l)->weight.version() : 0;
+  for (const std::unique_ptr<ShortConv>* c : {&q_conv, &k_conv, &v_conv})
+    v += *c ? (*c)->weight.version() + (*c)->bias.version() : 0;
+  return v;  // versions only grow: the sum changes whenever one does
+}
+
+void DeltaNet::join_params(State& s) const {
+  const uint64_t v = params_version();
+  if (s.w_in.defined() && s.version == v) return;
+  std::vector<Tensor> w{q_proj.weight, k_proj.weight, v_proj.weight, b_proj.weight};
+  if (state_gate) w.push_back(a_proj->weight);
+  if (output_gate) w.push_back(g_proj->weight);
+  s.w_in = concat(w, 0);
+  if (q_conv) {
+    s.conv_w = concat({q_conv->weight, k_conv->weight, v_conv->weight}, 0);
+    s.conv_b = concat({q_conv->bias, k_conv->bias, v_conv->bias}, 0);
+  }
+  if (state_gate) s.neg_A = mul_scalar(exp(A_log), -1.f);
+  s.version = v;
 }
 
 Tensor DeltaNet::step(const Tensor& x, MixerState& state) {
@@ -181,7 +214,48 @@ Tensor DeltaNet::step(const Tensor& x, MixerState& state) {
   if (x.dim() != 3 || x.size(0) != s.batch || x.size(1) != 1 || x.size(2) != D)
     throw Error("deltanet: step input " + x.shape().str() + " must be [" + std::to_string(s.batch) + ", 1, " +
                 std::to_string(D) + "] (batch of the state, one token)");
-  return mix(x, &s, Tensor());
+  join_params(s);
+  const int64_t B = s.batch, n_in = s.w_in.size(0);
+  const Tensor p = linear(x, s.w_in);  // [B, 1, n_in]: q, k, v, beta (, a) (, output gate)
+  const Shape heads{B, 1, H, Dh};
+  Tensor q = Tensor::empty(heads), k = Tensor::empty(heads), v = Tensor::empty(heads);
+  Tensor beta = Tensor::empty(Shape{B, 1, H}), g = state_gate ? Tensor::empty(Shape{B, 1, H}) : Tensor();
+  const activation::Silu silu_fn;
+  const float l2_eps = kL2Eps / float(Dh), l2_scale = 1.f / std::sqrt(float(Dh));
+  for (int64_t b = 0; b < B; ++b) {
+    const float* pr = p.data() + b * n_in;
+    const float* qkv = pr;
+    if (q_conv) {
+      rows::conv_step_row(pr, 3 * D, s.conv_w.data(), s.conv_b.data(), q_conv->width,
+                          s.window.data() + b * (q_conv->width - 1) * 3 * D, s.row.data());
+      qkv = s.row.data();
+    }
+    float *qr = q.data() + b * D, *kr = k.data() + b * D, *vr = v.data() + b * D;
+    for (int64_t j = 0; j < D; ++j) {
+      qr[j] = silu_fn.f(qkv[j]);
+      kr[j] = silu_fn.f(qkv[D + j]);
+      vr[j] = silu_fn.f(qkv[2 * D + j]);
+    }
+    for (int64_t h = 0; l2_norm && h < H; ++h)  // l2_normalise: rms_norm, then the scale
+      for (float* r : {qr + h * Dh, kr + h * Dh}) {
+        rows::rms_norm_row(r, Dh, l2_eps, nullptr, r);
+        for (int64_t j = 0; j < Dh; ++j) r[j] = r[j] * l2_scale;
+      }
+    for (int64_t h = 0; h < H; ++h) {
+      beta.data()[b * H + h] = activation::Sigmoid{}.f(pr[3 * D + h]);
+      if (state_gate) g.data()[b * H + h] = s.neg_A.data()[h] * softplus_approx(pr[3 * D + H + h] + dt_bias.data()[h]);
+    }
+  }
+  if (q_conv) s.window.bump_version();
+  Tensor o = delta_rule_step(q, k, v, beta, g, s.S, 1.f / std::sqrt(float(Dh)));
+  const int64_t gate_at = 3 * D + (state_gate ? 2 : 1) * H;
+  for (int64_t r = 0; r < B * H; ++r) {  // o_norm, then the output gate
+    float* orow = o.data() + r * Dh;
+    rows::rms_norm_row(orow, Dh, kNormEps, o_norm.weight.data(), orow);
+    const float* gr = p.data() + (r / H) * n_in + gate_at + (r % H) * Dh;
+    for (int64_t j = 0; output_gate && j < Dh; ++j) orow[j] = orow[j] * silu_fn.f(gr[j]);
+  }
+  return out_proj(reshape(o, Shape{B, 1, D}));
 }
 
 int64_t DeltaNet::state_bytes(int64_t) const {

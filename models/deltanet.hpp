@@ -74,8 +74,9 @@ class DeltaNet : public Mixer {
 
  private:
   struct State;
-  // The mixer over x [B, T, D]; `st` non-null: one decoding step (T = 1) advancing it.
-  Tensor mix(const Tensor& x, State* st, const Tensor& residual);
+  Tensor mix(const Tensor& x, const Tensor& residual);  // the forward over x [B, T, D]
+  uint64_t params_version() const;  // changes whenever a parameter is written
+  void join_params(State& s) const;  // the step's side-by-side parameters, when stale
 };
 
 }  // namespace tri

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "framework/core/autograd.hpp"
 #include "framework/core/init.hpp"
 #include "framework/kernels/ssd_scan.hpp"
+#include "framework/ops/activation_fns.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/rows.hpp"
 #include "models/family.hpp"
 
 namespace tri {
@@ -26,6 +29,9 @@ struct Mamba2Mixer::State : MixerState {
   int64_t batch = 0;
   Tensor conv;  // [B, K-1, E + 2GN]: the convolution's last K-1 inputs
   Tensor ssm;   // [B, H, P, N]
+  Tensor neg_A;  // -exp(A_log) of the parameters at A_version: once per decoding, not per token (as Mamba's)
+  uint64_t A_version = 0;
+  std::vector<float> row;  // one row of the convolution's output
   int64_t bytes() const override { return (conv.numel() + ssm.numel()) * int64_t(sizeof(float)); }
 };
 
@@ -94,19 +100,19 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, Rng& rng)
   add_parameter("out_proj.weight", out_proj_w);
 }
 
-Tensor Mamba2Mixer::mix(const Tensor& u, State* st, const Tensor& residual) {
+Tensor Mamba2Mixer::mix(const Tensor& u, const Tensor& residual) {
   const int64_t B = u.size(0), T = u.size(1), GN = G * N;
   const Tensor zxbcdt = linear(u, in_proj_w);  // [B, T, 2E + 2GN + H]
   const Tensor z = slice(zxbcdt, -1, 0, E);
   Tensor xBC = slice(zxbcdt, -1, E, 2 * E + 2 * GN);
   const Tensor dt_raw = slice(zxbcdt, -1, 2 * E + 2 * GN, 2 * E + 2 * GN + H);
-  xBC = st ? silu(conv1d.step(xBC, st->conv)) : causal_conv1d_silu(xBC, conv1d.weight, conv1d.bias);
+  xBC = causal_conv1d_silu(xBC, conv1d.weight, conv1d.bias);
   const Tensor x = reshape(slice(xBC, -1, 0, E), Shape{B, T, H, P});
   const Tensor Bm = reshape(slice(xBC, -1, E, E + GN), Shape{B, T, G, N});
   const Tensor Cm = reshape(slice(xBC, -1, E + GN, E + 2 * GN), Shape{B, T, G, N});
   const Tensor dt = softplus(add(dt_raw, dt_bias));  // [B, T, H]
   const Tensor A = mul_scalar(exp(A_log), -1.f);
-  Tensor y = st ? ssd_scan_step(x, dt, A, Bm, Cm, D_skip, st->ssm) : ssd_scan(x, dt, A, Bm, Cm, D_skip);
+  Tensor y = ssd_scan(x, dt, A, Bm, Cm, D_skip);
   y = mul(reshape(y, Shape{B, T, E}), silu(z));  // the gate, then the norm
   if (G == 1) {
     y = rms_norm(y, norm_w, kNormEps);
@@ -120,24 +126,58 @@ Tensor Mamba2Mixer::mix(const Tensor& u, State* st, const Tensor& residual) {
 Tensor Mamba2Mixer::forward(const Tensor& x, const Tensor& residual) {
   if (x.dim() != 3 || x.size(2) != D)
     throw Error("mamba2: input " + x.shape().str() + " must be [B, T, " + std::to_string(D) + "]");
-  return mix(x, nullptr, residual);
+  return mix(x, residual);
 }
 
+// The decoding step: the forward's ops on one token, fused. The input projection, one pass for
+// the convolution, SiLU and dt (the ops' bits: their row arithmetic is shared,
+// framework/ops/rows.hpp), the scan's step, one pass for the gate and the norm, the output
+// projection: 5 calls for the forward's 18 ops, which at B 1 cost more than their arithmetic.
 std::unique_ptr<MixerState> Mamba2Mixer::new_state(int64_t batch) const {
   auto s = std::make_unique<State>();
   s->batch = batch;
   s->conv = conv1d.new_window(batch);
   s->ssm = Tensor::zeros(Shape{batch, H, P, N});
+  s->row.resize(size_t(E + 2 * G * N));
   return s;
 }
 
-Tensor Mamba2Mixer::step(const Tensor& x, MixerState& state) {
+Tensor Mamba2Mixer::step(const Tensor& u, MixerState& state) {
   NoGradGuard no_grad;
   State& s = state_as<State>(state, "mamba2");
-  if (x.dim() != 3 || x.size(0) != s.batch || x.size(1) != 1 || x.size(2) != D)
-    throw Error("mamba2: step input " + x.shape().str() + " must be [" + std::to_string(s.batch) + ", 1, " +
+  if (u.dim() != 3 || u.size(0) != s.batch || u.size(1) != 1 || u.size(2) != D)
+    throw Error("mamba2: step input " + u.shape().str() + " must be [" + std::to_string(s.batch) + ", 1, " +
                 std::to_string(D) + "] (batch of the state, one token)");
-  return mix(x, &s, Tensor());
+  if (!s.neg_A.defined() || s.A_version != A_log.version()) {
+    s.neg_A = mul_scalar(exp(A_log), -1.f);
+    s.A_version = A_log.version();
+  }
+  const int64_t B = s.batch, GN = G * N, C = E + 2 * GN, n_in = 2 * E + 2 * GN + H;
+  const Tensor zxbcdt = linear(u, in_proj_w);  // [B, 1, n_in]: z, x, B, C, dt
+  Tensor x = Tensor::empty(Shape{B, 1, H, P}), dt = Tensor::empty(Shape{B, 1, H});
+  Tensor Bm = Tensor::empty(Shape{B, 1, G, N}), Cm = Tensor::empty(Shape{B, 1, G, N});
+  const activation::Silu silu_fn;
+  for (int64_t b = 0; b < B; ++b) {
+    const float* pr = zxbcdt.data() + b * n_in;
+    float* xbc = s.row.data();
+    rows::conv_step_row(pr + E, C, conv1d.weight.data(), conv1d.bias.data(), K, s.conv.data() + b * (K - 1) * C, xbc);
+    for (int64_t c = 0; c < E; ++c) x.data()[b * E + c] = silu_fn.f(xbc[c]);
+    for (int64_t c = 0; c < GN; ++c) {
+      Bm.data()[b * GN + c] = silu_fn.f(xbc[E + c]);
+      Cm.data()[b * GN + c] = silu_fn.f(xbc[E + GN + c]);
+    }
+    for (int64_t h = 0; h < H; ++h) dt.data()[b * H + h] = softplus_approx(pr[2 * E + 2 * GN + h] + dt_bias.data()[h]);
+  }
+  s.conv.bump_version();
+  Tensor y = ssd_scan_step(x, dt, s.neg_A, Bm, Cm, D_skip, s.ssm);  // [B, 1, H, P]
+  const int64_t width = E / G;  // the gate, then the norm over each group (G = 1: rms_norm's weight, else a mul)
+  for (int64_t r = 0; r < B * G; ++r) {
+    float* yr = y.data() + r * width;
+    const float* zr = zxbcdt.data() + (r / G) * n_in + (r % G) * width;
+    for (int64_t j = 0; j < width; ++j) yr[j] = yr[j] * silu_fn.f(zr[j]);
+    rows::rms_norm_row(yr, width, kNormEps, norm_w.data() + (r % G) * width, yr);
+  }
+  return linear(reshape(y, Shape{B, 1, E}), out_proj_w);
 }
 
 int64_t Mamba2Mixer::state_bytes(int64_t) const {

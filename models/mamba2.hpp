@@ -69,8 +69,7 @@ class Mamba2Mixer : public Mixer {
 
  private:
   struct State;
-  // The mixer over u [B, T, D]; `st` non-null: one decoding step (T = 1) advancing it.
-  Tensor mix(const Tensor& u, State* st, const Tensor& residual);
+  Tensor mix(const Tensor& u, const Tensor& residual);  // the forward over u [B, T, D]
 };
 
 }  // namespace tri

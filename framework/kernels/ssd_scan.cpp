@@ -365,8 +365,7 @@ Tensor ssd_scan_step(const Tensor& x, const Tensor& dt, const Tensor& A, const T
   const int64_t BH = d.B * d.H, n = d.P * d.N;
   const bool pad = d.N != d.Np;  // the step runs on a padded copy of the state
   const float* Dp = D.defined() ? D.data() : nullptr;
-#pragma omp parallel if (BH * n > (1 << 16))
-  {
+  auto heads = [&] {  // an orphaned `omp for`: inside a parallel region it splits the heads
     std::vector<float> Sp(size_t(pad ? d.P * d.Np : 0)), Bp(size_t(d.Np)), Cp(size_t(d.Np));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
@@ -387,6 +386,14 @@ Tensor ssd_scan_step(const Tensor& x, const Tensor& dt, const Tensor& A, const T
       if (pad)
         for (int64_t p = 0; p < d.P; ++p) std::copy(W + p * d.Np, W + p * d.Np + d.N, Sh + p * d.N);
     }
+  };
+  // No parallel region for a small step: libgomp's, even with `if` false, ends in a futex call,
+  // which at B 1 costs more than the heads' work.
+  if (BH * n > (1 << 16)) {
+#pragma omp parallel
+    heads();
+  } else {
+    heads();
   }
   state.bump_version();
   return out;

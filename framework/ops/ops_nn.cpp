@@ -14,6 +14,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/rows.hpp"
 #include "framework/core/rng.hpp"
 
 namespace tri {
@@ -35,21 +36,7 @@ std::vector<Tensor> saved_with(const Tensor& x, const Tensor& weight) {
 
 namespace {
 
-// sum_j f(j) over a row of D values, in double: eight partial sums (lane u takes j = u mod 8,
-// one vector of doubles) added in order, then the tail. A fixed order, so the same bits at any
-// thread count; unlike one serial double chain, the loop vectorises (layer_norm was 7% of a
-// training step at S).
-template <class F>
-double row_sum(int64_t D, F f) {
-  double part[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= D; j += 8)
-    for (int u = 0; u < 8; ++u) part[u] += f(j + u);
-  double s = 0;
-  for (int u = 0; u < 8; ++u) s += part[u];
-  for (; j < D; ++j) s += f(j);
-  return s;
-}
+using rows::row_sum;
 
 // The norms' forward takes rows in blocks: the statistics of a block's rows first, then their
 // 1 / sqrt(var + eps) together, then the rows' outputs. Row by row, each row waited on its own
@@ -450,20 +437,8 @@ Tensor causal_conv1d_step(const Tensor& x, const Tensor& weight, const Tensor& b
   const int64_t B = x.size(0), C = x.size(2), K = weight.size(2);
   Tensor out = Tensor::empty(x.shape());
   const float *w = weight.data(), *cb = bias.defined() ? bias.data() : nullptr;
-  for (int64_t bi = 0; bi < B; ++bi) {
-    float* past = window.data() + bi * (K - 1) * C;  // oldest first
-    const float* xr = x.data() + bi * C;
-    float* yr = out.data() + bi * C;
-    // causal_conv1d's order: bias, then the taps oldest to newest.
-    for (int64_t c = 0; c < C; ++c) yr[c] = cb ? cb[c] : 0.f;
-    for (int64_t k = 0; k < K - 1; ++k)
-      for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + k] * past[k * C + c];
-    for (int64_t c = 0; c < C; ++c) yr[c] += w[c * K + K - 1] * xr[c];
-    for (int64_t k = 0; k + 1 < K - 1; ++k)  // slide the window by one
-      for (int64_t c = 0; c < C; ++c) past[k * C + c] = past[(k + 1) * C + c];
-    if (K > 1)
-      for (int64_t c = 0; c < C; ++c) past[(K - 2) * C + c] = xr[c];
-  }
+  for (int64_t bi = 0; bi < B; ++bi)
+    rows::conv_step_row(x.data() + bi * C, C, w, cb, K, window.data() + bi * (K - 1) * C, out.data() + bi * C);
   window.bump_version();
   return out;
 }

@@ -1,7 +1,8 @@
 // DeltaNet and Gated DeltaNet (models/deltanet.hpp) as families: their parameters (names, shapes,
 // weight decay, the decay's initial ranges), their options and what each switch removes, Gated
-// DeltaNet with both gates off computing DeltaNet's logits, variant names, and the command line's
-// one-line refusals of bad combinations. Causality and recurrent decoding run in test_models and
+// DeltaNet with both gates off computing DeltaNet's logits, variant names, the command line's
+// one-line refusals of bad combinations, and the fused decoding step giving the bits of the
+// forward's ops stepped token by token (with every switch, and after a parameter is written). Causality and recurrent decoding run in test_models and
 // test_decode over every family; PyTorch parity in test_parity_models; the kernel in
 // tests/framework/test_delta_rule.cpp.
 #include <doctest/doctest.h>
@@ -11,6 +12,9 @@
 #include <string>
 
 #include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
+#include "framework/kernels/delta_rule.hpp"
+#include "framework/ops/ops.hpp"
 #include "models/deltanet.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
@@ -180,5 +184,62 @@ TEST_CASE("deltanet: bad combinations are one line naming the option") {
     const Run run_result = run(args);
     CHECK(run_result.code == 2);
     CHECK(count_lines(run_result.err) == 1);
+  }
+}
+
+namespace {
+
+// The forward's ops on one token, unfused: the decoding step as it was before it was fused.
+struct StepByOps {
+  Tensor S, q, k, v;  // the state and the convolutions' windows
+  StepByOps(const DeltaNet& m, int64_t B) : S(Tensor::zeros(Shape{B, m.H, m.Dh, m.Dh})) {
+    if (m.q_conv)
+      for (Tensor* w : {&q, &k, &v}) *w = m.q_conv->new_window(B);
+  }
+  Tensor operator()(const DeltaNet& m, const Tensor& x) {
+    const int64_t B = x.size(0), H = m.H, Dh = m.Dh;
+    auto branch = [&](const Linear& proj, const std::unique_ptr<ShortConv>& conv, Tensor& window) {
+      const Tensor p = proj(x);
+      return conv ? silu(conv->step(p, window)) : silu(p);
+    };
+    const Shape heads{B, 1, H, Dh};
+    Tensor qh = reshape(branch(m.q_proj, m.q_conv, q), heads), kh = reshape(branch(m.k_proj, m.k_conv, k), heads);
+    const Tensor vh = reshape(branch(m.v_proj, m.v_conv, v), heads);
+    if (m.l2_norm)
+      for (Tensor* t : {&qh, &kh}) *t = mul_scalar(rms_norm(*t, Tensor(), 1e-6f / float(Dh)), 1.f / std::sqrt(float(Dh)));
+    const Tensor beta = sigmoid(m.b_proj(x));
+    const Tensor g = m.state_gate ? mul(mul_scalar(exp(m.A_log), -1.f), softplus(add((*m.a_proj)(x), m.dt_bias))) : Tensor();
+    Tensor o = m.o_norm(delta_rule_step(qh, kh, vh, beta, g, S, 1.f / std::sqrt(float(Dh))));
+    if (m.output_gate) o = mul(o, silu(reshape((*m.g_proj)(x), heads)));
+    return m.out_proj(reshape(o, Shape{B, 1, m.D}));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the fused decoding step gives the bits of the forward's ops stepped one token at a time") {
+  NoGradGuard no_grad;
+  const std::pair<const char*, TextMap> cases[] = {
+      {"deltanet", {}}, {"deltanet", {{"conv-size", "0"}}}, {"deltanet", {{"l2-norm", "0"}, {"conv-size", "2"}}},
+      {"gated_deltanet", {}}, {"gated_deltanet", {{"state-gate", "0"}}}, {"gated_deltanet", {{"output-gate", "0"}}},
+      {"gated_deltanet", {{"conv-size", "0"}}}};
+  for (const auto& [family, options] : cases) {
+    CAPTURE(family);
+    CAPTURE(options.size() ? options.begin()->first : "");
+    LanguageModel lm(small(family, options), 3);
+    const DeltaNet& m = dynamic_cast<const DeltaNet&>(*lm.layers[0]->mixer);
+    const int64_t B = 2;
+    std::unique_ptr<MixerState> st = lm.layers[0]->mixer->new_state(B);
+    StepByOps ref(m, B);
+    Tensor norm_w = m.o_norm.weight, q_w = m.q_proj.weight;  // away from ones: a weight left out shows
+    norm_w.copy_(add_scalar(mul_scalar(norm_w, 0.3f), 0.5f));
+    for (int64_t t = 0; t < 12; ++t) {
+      CAPTURE(t);
+      if (t == 6) q_w.copy_(mul_scalar(q_w, 0.5f));  // a parameter written between steps (training)
+      Rng rng(40 + uint64_t(t));
+      const Tensor x = init_normal(Shape{B, 1, 16}, rng, 0.f, 1.f);
+      const Tensor got = lm.layers[0]->mixer->step(x, *st), want = ref(m, x);
+      CHECK(bit_equal(got, want));
+    }
   }
 }

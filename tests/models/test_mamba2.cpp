@@ -1,8 +1,10 @@
 // Mamba 2 (models/mamba2.hpp) as a family: its parameters (names, shapes, weight decay, the decay's
 // initial ranges), its options (the paper's defaults, state bytes), the command line's one-line
-// refusals of bad combinations, and short training runs whose loss falls. Causality and
-// recurrent decoding run in test_models and test_decode over every family; PyTorch parity in
-// test_parity_models; resume in test_train_cli; the kernel in tests/framework/test_ssd_scan.cpp.
+// refusals of bad combinations, short training runs whose loss falls, and the fused decoding step
+// giving the bits of the forward's ops stepped token by token (one group and two, and after A_log
+// is written). Causality and recurrent decoding run in test_models and test_decode over every
+// family; PyTorch parity in test_parity_models; resume in test_train_cli; the kernel in
+// tests/framework/test_ssd_scan.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "framework/core/autograd.hpp"
+#include "framework/core/init.hpp"
+#include "framework/kernels/ssd_scan.hpp"
+#include "framework/ops/ops.hpp"
 #include "models/family.hpp"
 #include "models/lm.hpp"
 #include "models/mamba2.hpp"
@@ -169,5 +174,50 @@ TEST_CASE("mamba2 trains: the training loss falls on copy, alone and in a hybrid
     std::printf("mamba2%s on copy: training loss %.3f at step 10, %.3f at step 200\n", mixers, first, last);
     CHECK(first > 2);
     CHECK(last < 0.7 * first);
+  }
+}
+
+namespace {
+
+// The forward's ops on one token, unfused: the decoding step as it was before it was fused.
+Tensor step_by_ops(const Mamba2Mixer& m, const Tensor& u, Tensor& window, Tensor& ssm) {
+  const int64_t B = u.size(0), E = m.E, GN = m.G * m.N;
+  const Tensor zxbcdt = linear(u, m.in_proj_w);
+  const Tensor z = slice(zxbcdt, -1, 0, E);
+  const Tensor xBC = silu(m.conv1d.step(slice(zxbcdt, -1, E, 2 * E + 2 * GN), window));
+  const Tensor x = reshape(slice(xBC, -1, 0, E), Shape{B, 1, m.H, m.P});
+  const Tensor Bm = reshape(slice(xBC, -1, E, E + GN), Shape{B, 1, m.G, m.N});
+  const Tensor Cm = reshape(slice(xBC, -1, E + GN, E + 2 * GN), Shape{B, 1, m.G, m.N});
+  const Tensor dt = softplus(add(slice(zxbcdt, -1, 2 * E + 2 * GN, 2 * E + 2 * GN + m.H), m.dt_bias));
+  Tensor y = ssd_scan_step(x, dt, mul_scalar(exp(m.A_log), -1.f), Bm, Cm, m.D_skip, ssm);
+  y = mul(reshape(y, Shape{B, 1, E}), silu(z));
+  if (m.G == 1)
+    y = rms_norm(y, m.norm_w, 1e-5f);
+  else
+    y = mul(reshape(rms_norm(reshape(y, Shape{B, 1, m.G, E / m.G}), Tensor(), 1e-5f), Shape{B, 1, E}), m.norm_w);
+  return linear(y, m.out_proj_w);
+}
+
+}  // namespace
+
+TEST_CASE("mamba2: the fused decoding step gives the bits of the forward's ops stepped one token at a time") {
+  NoGradGuard no_grad;
+  for (const char* groups : {"1", "2"}) {
+    CAPTURE(groups);
+    LanguageModel lm(small({{"n-groups", groups}}), 3);
+    const Mamba2Mixer& m = dynamic_cast<const Mamba2Mixer&>(*lm.layers[0]->mixer);
+    const int64_t B = 2;
+    std::unique_ptr<MixerState> st = lm.layers[0]->mixer->new_state(B);
+    Tensor window = m.conv1d.new_window(B), ssm = Tensor::zeros(Shape{B, m.H, m.P, m.N});
+    Tensor norm_w = m.norm_w, A_log = m.A_log;  // norm.weight away from ones: a weight left out shows
+    for (int64_t i = 0; i < norm_w.numel(); ++i) norm_w.data()[i] = 0.5f + 0.1f * float(i % 7);
+    for (int64_t t = 0; t < 12; ++t) {
+      CAPTURE(t);
+      if (t == 6) A_log.copy_(mul_scalar(A_log, 0.5f));  // a parameter written between steps (training)
+      Rng rng(40 + uint64_t(t));
+      const Tensor u = init_normal(Shape{B, 1, 16}, rng, 0.f, 1.f);
+      const Tensor got = lm.layers[0]->mixer->step(u, *st), want = step_by_ops(m, u, window, ssm);
+      CHECK(bit_equal(got, want));
+    }
   }
 }
