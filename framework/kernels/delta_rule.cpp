@@ -28,6 +28,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "framework/simd/lanes.hpp"
 
 namespace tri {
@@ -474,8 +475,8 @@ Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const 
   Tensor out = Tensor::empty(Shape{d.B, 1, d.H, d.Dv});
   const int64_t BH = d.B * d.H, n = d.Dk * d.Dv, np = d.Dk * d.Dvp;
   const bool pad = d.Dv != d.Dvp;  // the step runs on a padded copy of the state
-#pragma omp parallel if (BH * n > (1 << 16))
-  {
+  // An orphaned `omp for`: in parallel_if's region it splits the heads.
+  parallel_if(BH * n > (1 << 16), [&] {
     std::vector<float> Mp(size_t(pad ? np : 0)), vp(size_t(d.Dvp)), op(size_t(d.Dvp));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
@@ -493,7 +494,7 @@ Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const 
       if (pad)
         for (int64_t j = 0; j < d.Dk; ++j) std::copy(W + j * d.Dvp, W + j * d.Dvp + d.Dv, Mh + j * d.Dv);
     }
-  }
+  });
   M.bump_version();
   return out;
 }

@@ -27,6 +27,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "framework/simd/lanes.hpp"
 
 namespace tri {
@@ -387,14 +388,7 @@ Tensor ssd_scan_step(const Tensor& x, const Tensor& dt, const Tensor& A, const T
         for (int64_t p = 0; p < d.P; ++p) std::copy(W + p * d.Np, W + p * d.Np + d.N, Sh + p * d.N);
     }
   };
-  // No parallel region for a small step: libgomp's, even with `if` false, ends in a futex call,
-  // which at B 1 costs more than the heads' work.
-  if (BH * n > (1 << 16)) {
-#pragma omp parallel
-    heads();
-  } else {
-    heads();
-  }
+  parallel_if(BH * n > (1 << 16), heads);
   state.bump_version();
   return out;
 }

@@ -17,6 +17,19 @@ constexpr int64_t kParallelMin = int64_t(1) << 14;
 // (scalar and vector gelu' differ in the last bit).
 constexpr int64_t kParallelSimdMin = int64_t(1) << 15;
 
+// f() in a parallel region when `parallel` (an orphaned `omp for` in f then splits its loop),
+// else on this thread without opening one: libgomp's region, even with `if` false, ends in a
+// futex call, which costs more than a decoding step's work at B 1.
+template <class F>
+void parallel_if(bool parallel, F f) {
+  if (parallel) {
+#pragma omp parallel
+    f();
+  } else {
+    f();
+  }
+}
+
 // mkl: only in a build configured with -DTRILEMMA_MKL_ROOT (framework/runtime/gemm_mkl.hpp).
 enum class GemmBackend { dnnl, openblas, mkl };
 
