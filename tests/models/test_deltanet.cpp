@@ -1,13 +1,14 @@
 // DeltaNet and Gated DeltaNet (models/deltanet.hpp) as families: their parameters (names, shapes,
 // weight decay, the decay's initial ranges), their options and what each switch removes, Gated
 // DeltaNet with both gates off computing DeltaNet's logits, variant names, the command line's
-// one-line refusals of bad combinations, and the fused decoding step giving the bits of the
-// forward's ops stepped token by token (with every switch, and after a parameter is written). Causality and recurrent decoding run in test_models and
-// test_decode over every family; PyTorch parity in test_parity_models; the kernel in
-// tests/framework/test_delta_rule.cpp.
+// one-line refusals of bad combinations, and the fused decoding step giving the forward's ops
+// stepped token by token (with every switch, and after a parameter is written). Causality and
+// recurrent decoding run in test_models and test_decode over every family; PyTorch parity in
+// test_parity_models; the kernel in tests/framework/test_delta_rule.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -217,12 +218,13 @@ struct StepByOps {
 
 }  // namespace
 
-TEST_CASE("the fused decoding step gives the bits of the forward's ops stepped one token at a time") {
+TEST_CASE("the fused decoding step gives the forward's ops stepped one token at a time") {
   NoGradGuard no_grad;
   const std::pair<const char*, TextMap> cases[] = {
       {"deltanet", {}}, {"deltanet", {{"conv-size", "0"}}}, {"deltanet", {{"l2-norm", "0"}, {"conv-size", "2"}}},
       {"gated_deltanet", {}}, {"gated_deltanet", {{"state-gate", "0"}}}, {"gated_deltanet", {{"output-gate", "0"}}},
       {"gated_deltanet", {{"conv-size", "0"}}}};
+  int steps = 0, same_bits = 0;
   for (const auto& [family, options] : cases) {
     CAPTURE(family);
     CAPTURE(options.size() ? options.begin()->first : "");
@@ -239,7 +241,12 @@ TEST_CASE("the fused decoding step gives the bits of the forward's ops stepped o
       Rng rng(40 + uint64_t(t));
       const Tensor x = init_normal(Shape{B, 1, 16}, rng, 0.f, 1.f);
       const Tensor got = lm.layers[0]->mixer->step(x, *st), want = ref(m, x);
-      CHECK(bit_equal(got, want));
+      // Bit for bit here; to rounding where oneDNN sums the one GEMV over the joined weights in
+      // another order than the separate ones (another CPU's kernel). A stale weight errs by 1e-1.
+      CHECK(max_rel_err(got, want) <= 1e-5);
+      same_bits += bit_equal(got, want);
+      ++steps;
     }
   }
+  std::printf("fused decoding step: %d of %d steps bit for bit with the ops stepped one token at a time\n", same_bits, steps);
 }
