@@ -17,7 +17,6 @@ namespace tri {
 namespace {
 
 constexpr float kL2Eps = 1e-6f;      // x / sqrt(|x|^2 + eps), as the papers' code (fla's l2_norm)
-constexpr float kNormEps = 1e-5f;    // o_norm's, as every Norm's (models/layers.cpp)
 constexpr double kAMin = 1, kAMax = 16;  // A = exp(A_log) ~ U(1, 16), Mamba 2's range
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtFloor = 1e-4;  // Mamba's dt (mamba.cpp)
 
@@ -251,7 +250,7 @@ Tensor DeltaNet::step(const Tensor& x, MixerState& state) {
   const int64_t gate_at = 3 * D + (state_gate ? 2 : 1) * H;
   for (int64_t r = 0; r < B * H; ++r) {  // o_norm, then the output gate
     float* orow = o.data() + r * Dh;
-    rows::rms_norm_row(orow, Dh, kNormEps, o_norm.weight.data(), orow);
+    rows::rms_norm_row(orow, Dh, Norm::kEps, o_norm.weight.data(), orow);
     const float* gr = p.data() + (r / H) * n_in + gate_at + (r % H) * Dh;
     for (int64_t j = 0; output_gate && j < Dh; ++j) orow[j] = orow[j] * silu_fn.f(gr[j]);
   }

@@ -24,7 +24,7 @@ Norm::Norm(Kind k, int64_t d) : kind(k) {
 }
 
 Tensor Norm::operator()(const Tensor& x) const {
-  return kind == Kind::layer ? layer_norm(x, weight, bias, 1e-5f) : rms_norm(x, weight, 1e-5f);
+  return kind == Kind::layer ? layer_norm(x, weight, bias, kEps) : rms_norm(x, weight, kEps);
 }
 
 Mlp::Mlp(int64_t d, Rng& rng) : fc1(d, 4 * d, true, rng), fc2(4 * d, d, true, rng) {

@@ -27,10 +27,11 @@ class Linear : public Module {
   Tensor weight, bias;  // bias undefined when !with_bias
 };
 
-// Over the last axis, eps 1e-5. LayerNorm: weight (ones) and bias (zeros); RMSNorm: weight
+// Over the last axis, eps kEps. LayerNorm: weight (ones) and bias (zeros); RMSNorm: weight
 // only. Never weight-decayed.
 class Norm : public Module {
  public:
+  static constexpr float kEps = 1e-5f;
   enum class Kind { layer, rms };
   Norm(Kind kind, int64_t d);
   Tensor operator()(const Tensor& x) const;

@@ -230,11 +230,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
       squares[i] = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
     }
     inverse_stds(n, squares, D, eps, rs + r0);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t r = r0 + i;
-      const float *xr = px + r * D, rstd = rs[r];
-      for (int64_t j = 0; j < D; ++j) po[r * D + j] = xr[j] * rstd * (w ? w[j] : 1.f);
-    }
+    for (int64_t r = r0; r < r0 + n; ++r) tri::rows::rms_scale_row(px + r * D, D, rs[r], w, po + r * D);
   }
   if (!needs_grad({x, weight})) return out;
   record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {

@@ -30,10 +30,14 @@ inline float rms_rstd(const float* x, int64_t D, float eps) {
   return float(1.0 / std::sqrt(s / double(D) + eps));
 }
 
-// rms_norm of one row: y = x * rstd * w (w null: 1). y may be x.
-inline void rms_norm_row(const float* x, int64_t D, float eps, const float* w, float* y) {
-  const float rstd = rms_rstd(x, D, eps);
+// A row scaled by its rstd and the weight: y = x * rstd * w (w null: 1). y may be x.
+inline void rms_scale_row(const float* x, int64_t D, float rstd, const float* w, float* y) {
   for (int64_t j = 0; j < D; ++j) y[j] = x[j] * rstd * (w ? w[j] : 1.f);
+}
+
+// rms_norm of one row. y may be x.
+inline void rms_norm_row(const float* x, int64_t D, float eps, const float* w, float* y) {
+  rms_scale_row(x, D, rms_rstd(x, D, eps), w, y);
 }
 
 // One token of causal_conv1d over C channels: y = bias + the taps oldest to newest (its order of
