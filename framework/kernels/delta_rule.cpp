@@ -237,11 +237,13 @@ struct AdjointStep {
   bool gated;
 };
 
-// The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory),
-// into s.dq and s.dk (zero before), dbeta and dg, and writes s.dv.
+// The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory), sets
+// the step's s.dq and s.dk (summed from zero), into dbeta and dg, and writes s.dv.
 void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, BackwardScratch& s, float& dbeta,
                     float& dg) {
   const Lanes al = bcast(a.alpha), b = bcast(a.beta);
+  std::fill(s.dq.begin(), s.dq.end(), 0.f);
+  std::fill(s.dk.begin(), s.dk.end(), 0.f);
   for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
     const Lanes dol = ld(a.dop + l0);
     const Lanes vu = ld(a.vp + l0) - ld(a.u + l0), w = b * vu;
@@ -358,8 +360,6 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
       const AdjointStep a{Mt, Mt - n, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()),
                           s.us.data() + (t - t0) * Dvp, padded_row(d, gout + t * r.sv, s.dop.data()), alpha_at(r, t),
                           r.beta[t * r.sb], scale, r.g != nullptr};
-      std::fill(s.dq.begin(), s.dq.end(), 0.f);
-      std::fill(s.dk.begin(), s.dk.end(), 0.f);
       float dbeta = 0.f, dg = 0.f;
       if (d.registers)
         adjoint_registers<kRegisterKeys>(a, dM, s, dbeta, dg);
