@@ -237,8 +237,8 @@ struct AdjointStep {
   bool gated;
 };
 
-// The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory), sets
-// the step's s.dq and s.dk (summed from zero), into dbeta and dg, and writes s.dv.
+// The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory),
+// dbeta and dg, and sets the step's s.dq and s.dk (summed from zero) and s.dv.
 void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, BackwardScratch& s, float& dbeta,
                     float& dg) {
   const Lanes al = bcast(a.alpha), b = bcast(a.beta);
