@@ -25,7 +25,7 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
     const float *px = x.data(), *py = out.data();
     bool fresh;
     float* gx = grad_for_write(x, &fresh);
-    set_or_add_grad(gx, fresh, n, [&](int64_t i) { return g[i] * fn.df(px[i], py[i]); });
+    set_or_add_grad(gx, fresh, n, [px, py, g, fn](int64_t i) { return g[i] * fn.df(px[i], py[i]); });
   });
   return out;
 }
