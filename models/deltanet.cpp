@@ -20,13 +20,6 @@ constexpr float kL2Eps = 1e-6f;      // x / sqrt(|x|^2 + eps), as the papers' co
 constexpr double kAMin = 1, kAMax = 16;  // A = exp(A_log) ~ U(1, 16), Mamba 2's range
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtFloor = 1e-4;  // Mamba's dt (mamba.cpp)
 
-// x [..., Dh] / sqrt(|x|^2 + eps) over the last axis: rms_norm(x, eps / Dh) / sqrt(Dh), since
-// rms_norm divides by sqrt(|x|^2 / Dh + eps / Dh).
-Tensor l2_normalise(const Tensor& x) {
-  const int64_t Dh = x.size(-1);
-  return mul_scalar(rms_norm(x, Tensor(), kL2Eps / float(Dh)), 1.f / std::sqrt(float(Dh)));
-}
-
 const GatedDeltaNetOptions* gates_of(const ModelConfig& cfg) {
   return dynamic_cast<const GatedDeltaNetOptions*>(&cfg.options<DeltaNetOptions>());
 }
@@ -149,8 +142,8 @@ Tensor DeltaNet::mix(const Tensor& x, const Tensor& residual) {
   Tensor k = reshape(branch(k_proj, k_conv), heads);
   const Tensor v = reshape(branch(v_proj, v_conv), heads);
   if (l2_norm) {
-    q = l2_normalise(q);
-    k = l2_normalise(k);
+    q = tri::l2_norm(q, kL2Eps);  // the op (l2_norm alone is the switch)
+    k = tri::l2_norm(k, kL2Eps);
   }
   const Tensor beta = sigmoid(b_proj(x));  // [B, T, H]
   // g = -exp(A_log) softplus(W_a x + dt_bias): log alpha, <= 0.
@@ -235,7 +228,7 @@ Tensor DeltaNet::step(const Tensor& x, MixerState& state) {
       kr[j] = silu_fn.f(qkv[D + j]);
       vr[j] = silu_fn.f(qkv[2 * D + j]);
     }
-    for (int64_t h = 0; l2_norm && h < H; ++h)  // l2_normalise: rms_norm, then the scale
+    for (int64_t h = 0; l2_norm && h < H; ++h)  // l2_norm's bits: rms_norm, then the scale
       for (float* r : {qr + h * Dh, kr + h * Dh}) {
         rows::rms_norm_row(r, Dh, l2_eps, nullptr, r);
         for (int64_t j = 0; j < Dh; ++j) r[j] = r[j] * l2_scale;

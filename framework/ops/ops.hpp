@@ -71,6 +71,9 @@ Tensor embedding(const Tensor& weight, const IntTensor& ids);
 // Over the last axis. weight/bias [D] may be undefined (no affine part).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps = 1e-5f);
+// x / sqrt(|x|^2 + eps): the delta rule's L2 norm of q and k (fla's l2_norm), with the bits of
+// mul_scalar(rms_norm(x, {}, eps / D), 1 / sqrt(D)).
+Tensor l2_norm(const Tensor& x, float eps = 1e-6f);
 Tensor softmax(const Tensor& x);       // over the last axis
 Tensor log_softmax(const Tensor& x);   // over the last axis
 // Mean cross-entropy of logits [..., V] against targets [...] over the positions whose target

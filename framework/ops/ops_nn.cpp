@@ -213,9 +213,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   return out;
 }
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
-  if (x.dim() < 1) throw Error("rms_norm: input must have at least 1 dim");
-  check_affine("rms_norm", x, weight, "weight");
+namespace {
+
+// rms_norm, its output times out_scale (rms_norm's rounding, then one product: the bits of
+// mul_scalar(rms_norm(x, weight, eps), out_scale) in one pass forward and one backward).
+Tensor scaled_rms_norm(const char* name, const Tensor& x, const Tensor& weight, float eps, float out_scale) {
+  if (x.dim() < 1) throw Error(std::string(name) + ": input must have at least 1 dim");
+  check_affine(name, x, weight, "weight");
   const int64_t D = x.size(-1), rows = x.numel() / D;
   Tensor out = Tensor::empty(x.shape());
   Tensor rstd_t = Tensor::empty(Shape{rows});
@@ -230,13 +234,28 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
       squares[i] = row_sum(D, [xr](int64_t j) { return double(xr[j]) * xr[j]; });
     }
     inverse_stds(n, squares, D, eps, rs + r0);
-    for (int64_t r = r0; r < r0 + n; ++r) tri::rows::rms_scale_row(px + r * D, D, rs[r], w, po + r * D);
+    for (int64_t r = r0; r < r0 + n; ++r) {
+      float* y = po + r * D;
+      tri::rows::rms_scale_row(px + r * D, D, rs[r], w, y);
+      if (out_scale != 1.f)
+        for (int64_t j = 0; j < D; ++j) y[j] *= out_scale;
+    }
   }
   if (!needs_grad({x, weight})) return out;
-  record("rms_norm", out, saved_with(x, weight), [x, weight, rstd_t, D, rows](const float* g) {
+  record(name, out, saved_with(x, weight), [x, weight, rstd_t, D, rows, out_scale](const float* g_out) {
     const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
     bool fresh;
     float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight);
+    // The gradient at rms_norm's output, g * out_scale, as mul_scalar's backward writes it into
+    // a zeroed buffer (0 + g s: -0 becomes +0); one row at a time, in cache.
+    Tensor scaled_t = out_scale != 1.f ? Tensor::empty(Shape{rows, D}) : Tensor();
+    const float* g = g_out;
+    if (scaled_t.defined()) {
+      float* gs = scaled_t.data();
+#pragma omp parallel for simd schedule(static) if (rows * D > kParallelMin)
+      for (int64_t i = 0; i < rows * D; ++i) gs[i] = 0.f + g_out[i] * out_scale;
+      g = gs;
+    }
     auto dx_row = [&](int64_t r) { rms_norm_dx_row(D, g + r * D, px + r * D, w, rs[r], gx + r * D, fresh); };
     const bool threaded = x.numel() > kParallelMin && omp_get_max_threads() > 1;  // as in layer_norm
     if (gx && threaded) {
@@ -253,6 +272,20 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
     });
   });
   return out;
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  return scaled_rms_norm("rms_norm", x, weight, eps, 1.f);
+}
+
+// x / sqrt(|x|^2 + eps) = rms_norm(x, eps / D) / sqrt(D), since rms_norm divides by
+// sqrt(|x|^2 / D + eps / D).
+Tensor l2_norm(const Tensor& x, float eps) {
+  if (x.dim() < 1) throw Error("l2_norm: input must have at least 1 dim");
+  const int64_t D = x.size(-1);
+  return scaled_rms_norm("l2_norm", x, Tensor(), eps / float(D), 1.f / std::sqrt(float(D)));
 }
 
 Tensor softmax(const Tensor& x) {

@@ -45,7 +45,7 @@ std::vector<Tensor> run_every_op(const Tensor& x) {
           softplus(x), tri::exp(x), tri::log(w), sigmoid(x), relu(x), tri::tanh(x), sum(x, {1}),
           mean(x), reshape(x, Shape{8, 6}), permute(x, {2, 0, 1}), transpose(x, 0, 1),
           slice(x, 0, 1, 2), slice(x, 2, 1, 3), concat({x, x}, 1), embedding(emb, ids),
-          layer_norm(x, w, w), rms_norm(x, w), softmax(x), log_softmax(x),
+          layer_norm(x, w, w), rms_norm(x, w), l2_norm(x), softmax(x), log_softmax(x),
           cross_entropy(x, targets), dropout(x, 0.5f, true, 1, 2), causal_conv1d(x, cw, w)};
 }
 
@@ -191,6 +191,7 @@ TEST_CASE("autograd: every op saves what its backward reads") {
   expect_caught("log_softmax", sum(y), y);
   expect_caught("layer_norm", sum(layer_norm(x, w, b)), w);
   expect_caught("rms_norm", sum(rms_norm(x, w)), w);
+  expect_caught("l2_norm", sum(mul(l2_norm(x), b)), x);
   Tensor conv_w = param({4, 1, 3}, 5);
   expect_caught("causal_conv1d", sum(causal_conv1d(reshape(x, Shape{1, 2, 4}), conv_w, Tensor())),
                 conv_w);
@@ -300,6 +301,31 @@ TEST_CASE("autograd: the norms' one-pass backward gives the threaded bits, writt
       CHECK(bit_equal(added[i], added_two[i]));
     }
   }
+}
+
+TEST_CASE("autograd: l2_norm has the bits of rms_norm and then the scale, forward and backward") {
+  // [300, 70] and [40, 16]: one thread's pass and the threaded one, a row tail, DeltaNet's heads.
+  const int saved = omp_get_max_threads();
+  for (const Shape& shape : {Shape{300, 70}, Shape{40, 16}})
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      omp_set_num_threads(threads);
+      const int64_t D = shape[1];
+      const Tensor c = gradcheck::uniform(shape, 31);
+      auto run = [&](bool fused) {
+        clear_tape();
+        Tensor x = param(shape, 32, -2, 2);
+        const Tensor y = fused ? l2_norm(x, 1e-6f)
+                               : mul_scalar(rms_norm(x, Tensor(), 1e-6f / float(D)), 1.f / std::sqrt(float(D)));
+        backward(sum(mul(y, c)));
+        return std::pair{y, x.grad()};
+      };
+      const auto [y_fused, g_fused] = run(true);
+      const auto [y_ops, g_ops] = run(false);
+      CHECK(bit_equal(y_fused, y_ops));
+      CHECK(bit_equal(g_fused, g_ops));
+    }
+  omp_set_num_threads(saved);
 }
 
 TEST_CASE("autograd: slices of one tensor write, then add to, its gradient") {

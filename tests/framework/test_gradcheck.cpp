@@ -343,6 +343,13 @@ TEST_CASE("gradcheck: rms_norm with and without weight") {
                [](const V& in) { return rms_norm(in[0], Tensor()); }, opt);
 }
 
+TEST_CASE("gradcheck: l2_norm") {
+  const Options opt = small_step();
+  Tensor x = param({3, 4, 8}, 6, -2, 2);
+  expect_grads("l2_norm", {x}, [](const V& in) { return l2_norm(in[0]); }, opt);
+  expect_grads("l2_norm, large eps", {x}, [](const V& in) { return l2_norm(in[0], 0.5f); }, opt);
+}
+
 TEST_CASE("gradcheck: softmax") {
   expect_grads("softmax", {param({3, 4, 7}, 1, -3, 3)}, [](const V& in) { return softmax(in[0]); });
 }

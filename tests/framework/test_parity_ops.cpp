@@ -137,6 +137,7 @@ const std::map<std::string, Runner>& runners() {
       {"rms_norm", {kRowwise, [](const Case& c) {
          return rms_norm(c.in[0], c.opt(1), c.real("eps"));
        }}},
+      {"l2_norm", {kRowwise, [](const Case& c) { return l2_norm(c.in[0], c.real("eps")); }}},
       {"softmax", {kRowwise, [](const Case& c) { return softmax(c.in[0]); }}},
       // As kRowwise, but the backward's exp(x - lse) takes lse rounded to ulp(|x|), 7.6e-6 at
       // the logits near 100 of the large-logits case (torch exponentiates its output, 60 times

@@ -273,6 +273,11 @@ def gen_nn(w):
     w.case("rms_norm_eps", "rms_norm", [0.01 * randn(5, 64), 1 + 0.5 * randn(64)], rms(1e-3),
            attrs={"eps": 1e-3})
 
+    # The delta rule's L2 norm as fla writes it: x / sqrt(sum(x^2) + eps).
+    l2 = lambda eps: lambda x: x / torch.sqrt((x * x).sum(-1, keepdim=True) + eps)
+    w.case("l2_norm", "l2_norm", [randn(4, 7, D)], l2(1e-6), attrs={"eps": 1e-6})
+    w.case("l2_norm_small_rows", "l2_norm", [1e-3 * randn(5, 32)], l2(1e-6), attrs={"eps": 1e-6})
+
     w.case("softmax", "softmax", [2 * randn(4, 7, D)], lambda x: torch.softmax(x, -1))
     w.case("softmax_large_logits", "softmax", [30 * randn(5, 33)], lambda x: torch.softmax(x, -1))
     w.case("softmax_noncontig", "softmax", [randn(2, 8, 5)], lambda x: torch.softmax(x, -1),
