@@ -85,31 +85,32 @@ inline void over_rows_fixed(F f) {
 
 inline Lanes combine(const Lanes (&acc)[kChains]) { return (acc[0] + acc[1]) + (acc[2] + acc[3]); }
 
-// One step of the recurrence on M [Dk][Dvp] (the top of the file): vp is v_t padded to Dvp with
-// zeros; writes o_t (Dvp) and, when u is not null, u = (alpha M)^T k_t (Dvp), which backward
-// reads. The forward, the backward's recomputation and the decoding step all call it.
-inline void step_state(float* M, int64_t Dk, int64_t Dvp, const float* q, const float* k, const float* vp,
-                       float beta, float alpha, bool gated, float scale, float* o, float* u) {
+// One step of the recurrence (the top of the file) from the state `from` to M [Dk][Dvp] (from may
+// be M; apart, the backward's recomputation keeps every state without copying one first): vp is
+// v_t padded to Dvp with zeros; writes o_t (Dvp) and, when u is not null, u = (alpha M)^T k_t
+// (Dvp), which backward reads. The forward, the backward's recomputation and the decoding step
+// all call it.
+inline void step_state(const float* from, float* M, int64_t Dk, int64_t Dvp, const float* q, const float* k,
+                       const float* vp, float beta, float alpha, bool gated, float scale, float* o, float* u) {
   const Lanes a = bcast(alpha), b = bcast(beta), sc = bcast(scale);
   for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
     Lanes acc[kChains] = {};
     over_rows(Dk, [&](int64_t j, int c) {  // decay, and read the memory at k
-      float* m = M + j * Dvp + l0;
-      Lanes mj = ld(m);
+      Lanes mj = ld(from + j * Dvp + l0);
       if (gated) {
         mj = a * mj;
-        st(m, mj);
+        st(M + j * Dvp + l0, mj);
       }
       acc[c] += k[j] * mj;
     });
     const Lanes uu = combine(acc);
     if (u) st(u + l0, uu);
     const Lanes w = b * (ld(vp + l0) - uu);
+    const float* decayed = gated ? M : from;
     Lanes oc[kChains] = {};
     over_rows(Dk, [&](int64_t j, int c) {  // write the correction, and read at q
-      float* m = M + j * Dvp + l0;
-      const Lanes mj = ld(m) + k[j] * w;
-      st(m, mj);
+      const Lanes mj = ld(decayed + j * Dvp + l0) + k[j] * w;
+      st(M + j * Dvp + l0, mj);
       oc[c] += q[j] * mj;
     });
     st(o + l0, sc * combine(oc));
@@ -199,7 +200,7 @@ void forward_head(const Dims& d, const HeadRows& r, float scale, float* M, float
   std::fill(M, M + n, 0.f);
   for (int64_t t = 0; t < d.T; ++t) {
     if (ckpt && t % kChunk == 0) std::copy(M, M + n, ckpt + (t / kChunk) * n);
-    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, vp), r.beta[t * r.sb], alpha_at(r, t),
+    step_state(M, M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, vp), r.beta[t * r.sb], alpha_at(r, t),
                r.g, scale, op, nullptr);
     std::copy(op, op + d.Dv, out + t * r.sv);
   }
@@ -214,6 +215,17 @@ struct GradRows {
 };
 
 inline void add_or_set(float* p, bool fresh, float x) { *p = fresh ? 0.f + x : *p + x; }
+
+// add_or_set on a row of n values, each x[i] * scale first (scale 1: x itself, exactly).
+inline void add_or_set_row(float* p, bool fresh, const float* x, int64_t n, float scale) {
+  if (fresh) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) p[i] = 0.f + scale * x[i];
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) p[i] = p[i] + scale * x[i];
+  }
+}
 
 struct BackwardScratch {
   std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk, sums;
@@ -336,8 +348,7 @@ void recompute_chunk(const Dims& d, const HeadRows& r, float scale, int64_t t0, 
   }
   for (int64_t t = t0; t < t1; ++t) {
     float* M = s.states.data() + (t - t0 + 1) * n;
-    std::copy(M - n, M, M);
-    step_state(M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()), r.beta[t * r.sb],
+    step_state(M - n, M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()), r.beta[t * r.sb],
                alpha_at(r, t), r.g, scale, s.op.data(), s.us.data() + (t - t0) * d.Dvp);
   }
 }
@@ -365,12 +376,9 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
         adjoint_registers<kRegisterKeys>(a, dM, s, dbeta, dg);
       else
         adjoint_values(a, Dk, Dvp, s.dM.data(), s, dbeta, dg);
-      if (gr.q)
-        for (int64_t j = 0; j < Dk; ++j) add_or_set(gr.q + t * r.sk + j, gr.q_fresh, scale * s.dq[size_t(j)]);
-      if (gr.k)
-        for (int64_t j = 0; j < Dk; ++j) add_or_set(gr.k + t * r.sk + j, gr.k_fresh, s.dk[size_t(j)]);
-      if (gr.v)
-        for (int64_t i = 0; i < d.Dv; ++i) add_or_set(gr.v + t * r.sv + i, gr.v_fresh, s.dv[size_t(i)]);
+      if (gr.q) add_or_set_row(gr.q + t * r.sk, gr.q_fresh, s.dq.data(), Dk, scale);
+      if (gr.k) add_or_set_row(gr.k + t * r.sk, gr.k_fresh, s.dk.data(), Dk, 1.f);
+      if (gr.v) add_or_set_row(gr.v + t * r.sv, gr.v_fresh, s.dv.data(), d.Dv, 1.f);
       if (gr.beta) add_or_set(gr.beta + t * r.sb, gr.beta_fresh, dbeta);
       if (gr.g) add_or_set(gr.g + t * r.sb, gr.g_fresh, dg);
     }
@@ -489,7 +497,7 @@ Tensor delta_rule_step(const Tensor& q, const Tensor& k, const Tensor& v, const 
       }
       std::fill(vp.begin(), vp.end(), 0.f);
       copy_row(r.v, d.Dv, vp.data());
-      step_state(W, d.Dk, d.Dvp, r.q, r.k, vp.data(), r.beta[0], alpha_at(r, 0), r.g, scale, op.data(), nullptr);
+      step_state(W, W, d.Dk, d.Dvp, r.q, r.k, vp.data(), r.beta[0], alpha_at(r, 0), r.g, scale, op.data(), nullptr);
       std::copy(op.begin(), op.begin() + d.Dv, out.data() + bh * d.Dv);
       if (pad)
         for (int64_t j = 0; j < d.Dk; ++j) std::copy(W + j * d.Dvp, W + j * d.Dvp + d.Dv, Mh + j * d.Dv);
