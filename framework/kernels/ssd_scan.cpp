@@ -63,23 +63,52 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& dt, const Tenso
   return {B, T, H, x.size(3), G, N, padded(N), H / G};
 }
 
-// One step on the state S [P][Np] (the top of the file): Bp, Cp are B_t, C_t padded with zeros;
-// writes y (P). D null: no skip term. The forward, the backward's recomputation and the decoding
-// step all call it.
-inline void step_state(float* S, int64_t P, int64_t Np, const float* x, float dt, float a, const float* Bp,
-                       const float* Cp, const float* D, float* y) {
+// Row sums for rows p = 0, 1, ...: each row's vector of lane sums goes in, and f(p, its hsum)
+// comes out in row order, 16 rows at a time through hsum16 (its lanes are hsum's bits, at a
+// quarter of the shuffles: 64 rows' sums were a fifth of a step), the last rows one by one.
+class RowSums {
+ public:
+  template <class F>
+  void add(int64_t p, Lanes v, F f) {
+    rows_[p % kLanes] = v;
+    if (p % kLanes == kLanes - 1) {
+      float sums[kLanes];
+      st(sums, lanes::hsum16(rows_));
+      for (int i = 0; i < kLanes; ++i) f(p - kLanes + 1 + i, sums[i]);
+    }
+  }
+  // After the last row P - 1: the rows since the last group of 16.
+  template <class F>
+  void finish(int64_t P, F f) {
+    for (int64_t p = P - P % kLanes; p < P; ++p) f(p, hsum(rows_[p % kLanes]));
+  }
+
+ private:
+  Lanes rows_[kLanes];
+};
+
+// One step from the state `from` to S [P][Np] (the top of the file; from may be S: the
+// backward's recomputation keeps every state without copying one first): Bp, Cp are B_t, C_t
+// padded with zeros; writes y (P). D null: no skip term. The forward, the backward's
+// recomputation and the decoding step all call it.
+inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const float* x, float dt, float a,
+                       const float* Bp, const float* Cp, const float* D, float* y) {
   const Lanes av = bcast(a);
+  RowSums sums;
+  auto readout = [&](int64_t p, float s) { y[p] = D ? s + *D * x[p] : s; };
   for (int64_t p = 0; p < P; ++p) {
     const Lanes u = bcast(dt * x[p]);
     Lanes acc = {};
+    const float* src = from + p * Np;
     float* row = S + p * Np;
     for (int64_t l0 = 0; l0 < Np; l0 += kLanes) {
-      const Lanes h = av * ld(row + l0) + u * ld(Bp + l0);
+      const Lanes h = av * ld(src + l0) + u * ld(Bp + l0);
       st(row + l0, h);
       acc += h * ld(Cp + l0);
     }
-    y[p] = D ? hsum(acc) + *D * x[p] : hsum(acc);
+    sums.add(p, acc, readout);
   }
+  sums.finish(P, readout);
 }
 
 // One (batch, head) of the layout: step t's row at base + t * stride.
@@ -111,7 +140,7 @@ void forward_head(const Dims& d, const HeadRows& r, float A, const float* D, flo
     copy_row(r.B + t * r.sbc, d.N, Bp);
     copy_row(r.C + t * r.sbc, d.N, Cp);
     const float dt = r.dt[t * r.sdt];
-    step_state(S, d.P, d.Np, r.x + t * r.sx, dt, std::exp(dt * A), Bp, Cp, D, out + t * r.sx);
+    step_state(S, S, d.P, d.Np, r.x + t * r.sx, dt, std::exp(dt * A), Bp, Cp, D, out + t * r.sx);
   }
 }
 
@@ -129,8 +158,8 @@ struct BackwardScratch {
 };
 
 // One step of the adjoint over the state's rows p (the top of the file): dH <- a (dH + dy_p C),
-// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, sp) takes the rest of
-// row p, sp = (dH + dy_p C) * B lane-wise.
+// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, s) takes the rest of
+// row p, s the sum of (dH + dy_p C) * B, in row order.
 struct AdjointStep {
   int64_t P;
   float* dH;
@@ -156,7 +185,7 @@ inline void adjoint_rows(const AdjointStep& a, int64_t Np, Tail tail) {
       *a.da += dh * ld(a.Hp + p * Np + l0);
       st(m, a.av * dh);
     }
-    tail(p, sp);
+    tail(p, hsum(sp));
   }
 }
 
@@ -185,7 +214,7 @@ inline void adjoint_rows_fixed(const AdjointStep& a, Tail tail) {
       da += dh * ld(a.Hp + p * Np + g * kLanes);
       st(m, a.av * dh);
     }
-    tail(p, sp);
+    tail(p, hsum(sp));
   }
   *a.da = da;
   for (int g = 0; g < G; ++g) {
@@ -210,11 +239,10 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
     for (int64_t t = t0; t < t1; ++t) {
       float* S = s.states.data() + (t - t0 + 1) * n;
-      std::copy(S - n, S, S);
       copy_row(r.B + t * r.sbc, d.N, s.Bp.data());
       copy_row(r.C + t * r.sbc, d.N, s.Cp.data());
       const float dt = r.dt[t * r.sdt];
-      step_state(S, P, Np, r.x + t * r.sx, dt, std::exp(dt * A), s.Bp.data(), s.Cp.data(), D, s.y.data());
+      step_state(S - n, S, P, Np, r.x + t * r.sx, dt, std::exp(dt * A), s.Bp.data(), s.Cp.data(), D, s.y.data());
     }
     for (int64_t t = t1 - 1; t >= t0; --t) {
       const float* Ht = s.states.data() + (t - t0 + 1) * n;
@@ -229,8 +257,7 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       Lanes da = {};
       float ddt = 0.f;
       const AdjointStep step{P, dH, Ht, Hp, s.Bp.data(), s.Cp.data(), dy, x, dt, av, s.dB.data(), s.dC.data(), &da};
-      auto tail = [&](int64_t p, Lanes sp) {
-        const float spp = hsum(sp);
+      auto tail = [&](int64_t p, float spp) {
         if (gr.x) gr.x[t * r.sx + p] += D ? dt * spp + *D * dy[p] : dt * spp;
         ddt += x[p] * spp;
         dD += dy[p] * x[p];
@@ -382,7 +409,7 @@ Tensor ssd_scan_step(const Tensor& x, const Tensor& dt, const Tensor& A, const T
       copy_row(r.B, d.N, Bp.data());
       copy_row(r.C, d.N, Cp.data());
       const float dt0 = r.dt[0], A_h = A.data()[r.h];
-      step_state(W, d.P, d.Np, r.x, dt0, std::exp(dt0 * A_h), Bp.data(), Cp.data(), Dp ? Dp + r.h : nullptr,
+      step_state(W, W, d.P, d.Np, r.x, dt0, std::exp(dt0 * A_h), Bp.data(), Cp.data(), Dp ? Dp + r.h : nullptr,
                  out.data() + r.ox);
       if (pad)
         for (int64_t p = 0; p < d.P; ++p) std::copy(W + p * d.Np, W + p * d.Np + d.N, Sh + p * d.N);
