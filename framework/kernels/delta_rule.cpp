@@ -21,6 +21,8 @@
 // instead of memory (step_registers, adjoint_registers): the same operations in the same order.
 #include "framework/kernels/delta_rule.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -176,7 +178,7 @@ inline const float* v_row(const Dims& d, const HeadRows& r, int64_t t, float* vp
   return padded_row(d, r.v + t * r.sv, vp);
 }
 
-// forward_head with M in registers (Dims::registers: fits_registers).
+// One head's forward with M in registers (Dims::registers: fits_registers).
 template <int Dk>
 void forward_registers(const Dims& d, const HeadRows& r, float scale, float* vp, float* op, float* out, float* ckpt) {
   Lanes M[Dk] = {};
@@ -190,20 +192,33 @@ void forward_registers(const Dims& d, const HeadRows& r, float scale, float* vp,
   }
 }
 
-// The forward over one (batch, head): o's rows (out, stride H Dv) and, when ckpt is not null, the
-// state before every kChunk-th step (ckpt + c Dk Dvp: M before step c kChunk).
-void forward_head(const Dims& d, const HeadRows& r, float scale, float* M, float* vp, float* op, float* out,
-                  float* ckpt) {
-  const int64_t n = d.Dk * d.Dvp;
+// The forward over heads [h0, h1) of batch row b: o's rows (out, stride H Dv) and, when ckpt is
+// not null, each head's state before every kChunk-th step (ckpt + (bh per_head + c Dk Dvp): M
+// before step c kChunk). In memory, the heads walk side by side in time, a state each in Ms:
+// step t reads the heads' rows of q, k and v, which share cache lines, at once, instead of each
+// head fetching the lines again in a walk of its own (S's forward 1.4x faster,
+// docs/ARCHITECTURE.md); each head's arithmetic is its own, so the bits do not change. In
+// registers a head walks alone.
+void forward_heads(const Dims& d, int64_t b, int64_t h0, int64_t h1, const HeadRows* rows, float scale, float* Ms,
+                   float* vp, float* op, float* out, float* ckpt, int64_t per_head) {
+  const int64_t n = d.Dk * d.Dvp, heads = h1 - h0;
   std::fill(vp, vp + d.Dvp, 0.f);
-  if (d.registers) return forward_registers<kRegisterKeys>(d, r, scale, vp, op, out, ckpt);
-  std::fill(M, M + n, 0.f);
-  for (int64_t t = 0; t < d.T; ++t) {
-    if (ckpt && t % kChunk == 0) std::copy(M, M + n, ckpt + (t / kChunk) * n);
-    step_state(M, M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, vp), r.beta[t * r.sb], alpha_at(r, t),
-               r.g, scale, op, nullptr);
-    std::copy(op, op + d.Dv, out + t * r.sv);
+  auto ckpt_of = [&](int64_t i) { return ckpt ? ckpt + (b * d.H + h0 + i) * per_head : nullptr; };
+  if (d.registers) {
+    for (int64_t i = 0; i < heads; ++i)
+      forward_registers<kRegisterKeys>(d, rows[i], scale, vp, op, out + rows[i].ov, ckpt_of(i));
+    return;
   }
+  std::fill(Ms, Ms + heads * n, 0.f);
+  for (int64_t t = 0; t < d.T; ++t)
+    for (int64_t i = 0; i < heads; ++i) {
+      const HeadRows& r = rows[i];
+      float* M = Ms + i * n;
+      if (ckpt && t % kChunk == 0) std::copy(M, M + n, ckpt_of(i) + (t / kChunk) * n);
+      step_state(M, M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, vp), r.beta[t * r.sb],
+                 alpha_at(r, t), r.g, scale, op, nullptr);
+      std::copy(op, op + d.Dv, out + r.ov + t * r.sv);
+    }
 }
 
 // Where one (batch, head)'s gradients go (null: not needed), at the head's first rows.
@@ -387,14 +402,19 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
 
 void forward_all(const Dims& d, const float* q, const float* k, const float* v, const float* beta, const float* g,
                  float scale, float* out, float* ckpt) {
-  const int64_t BH = d.B * d.H, per_head = ((d.T + kChunk - 1) / kChunk) * d.Dk * d.Dvp;
-#pragma omp parallel if (BH > 1)
+  const int64_t per_head = ((d.T + kChunk - 1) / kChunk) * d.Dk * d.Dvp;
+  // A batch row's heads together, unless that leaves a thread without work.
+  const int64_t per_item = d.B >= omp_get_max_threads() ? d.H : 1, items = d.B * d.H / per_item;
+#pragma omp parallel if (items > 1)
   {
-    std::vector<float> M(size_t(d.Dk * d.Dvp)), vp(size_t(d.Dvp)), op(size_t(d.Dvp));
+    std::vector<float> Ms(size_t(per_item * d.Dk * d.Dvp)), vp(size_t(d.Dvp)), op(size_t(d.Dvp));
+    std::vector<HeadRows> rows(static_cast<size_t>(per_item));
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      const HeadRows r = rows_of(d, bh, q, k, v, beta, g);
-      forward_head(d, r, scale, M.data(), vp.data(), op.data(), out + r.ov, ckpt ? ckpt + bh * per_head : nullptr);
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t b = item * per_item / d.H, h0 = item * per_item % d.H;
+      for (int64_t i = 0; i < per_item; ++i) rows[size_t(i)] = rows_of(d, b * d.H + h0 + i, q, k, v, beta, g);
+      forward_heads(d, b, h0, h0 + per_item, rows.data(), scale, Ms.data(), vp.data(), op.data(), out, ckpt,
+                    per_head);
     }
   }
 }
