@@ -125,21 +125,26 @@ inline void layer_norm_column_sums(const float* xr, const float* gr, float mean,
 
 // One row of RMS norm's d x: dx = rstd * (dn - n * mean(dn * n)), n = x * rstd, dn = g * w,
 // written as 0 + dx when `fresh`; the mean is row_sum's, on vectors as in layer_norm_dx_row.
+// Scaled: g is taken as 0 + g gs, what mul_scalar's backward would have written (l2_norm).
+template <bool Scaled = false>
 inline void rms_norm_dx_row(int64_t D, const float* gr, const float* xr, const float* w, float rstd,
-                            float* gxr, bool fresh) {
+                            float* gxr, bool fresh, float gs = 1.f) {
+  auto g_at = [gr, gs](int64_t k) { return Scaled ? 0.f + gr[k] * gs : gr[k]; };
   Doubles8 p{};
   const double rstd_d = rstd;
   int64_t j = 0;
   for (; j + 8 <= D; j += 8) {
-    const Floats8 g8 = load8(gr + j), dn = w ? g8 * load8(w + j) : g8;
+    Floats8 g8 = load8(gr + j);
+    if constexpr (Scaled) g8 = 0.f + g8 * gs;
+    const Floats8 dn = w ? g8 * load8(w + j) : g8;
     p += __builtin_convertvector(dn, Doubles8) * __builtin_convertvector(load8(xr + j), Doubles8) * rstd_d;
   }
   double s = 0;
   for (int u = 0; u < 8; ++u) s += p[u];
-  for (; j < D; ++j) s += double(gr[j] * (w ? w[j] : 1.f)) * xr[j] * rstd;
+  for (; j < D; ++j) s += double(g_at(j) * (w ? w[j] : 1.f)) * xr[j] * rstd;
   const float m = float(s / double(D));
   for (int64_t k = 0; k < D; ++k)
-    gxr[k] = (fresh ? 0.f : gxr[k]) + rstd * (gr[k] * (w ? w[k] : 1.f) - xr[k] * rstd * m);
+    gxr[k] = (fresh ? 0.f : gxr[k]) + rstd * (g_at(k) * (w ? w[k] : 1.f) - xr[k] * rstd * m);
 }
 
 // Adds one row's terms of d weight (g * x * rstd) to the column sums sw over `width` columns.
@@ -216,7 +221,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 namespace {
 
 // rms_norm, its output times out_scale (rms_norm's rounding, then one product: the bits of
-// mul_scalar(rms_norm(x, weight, eps), out_scale) in one pass forward and one backward).
+// mul_scalar(rms_norm(x, {}, eps), out_scale) in one pass forward and one backward). A scale
+// only without a weight (l2_norm): the weight's column sums read the unscaled gradient.
 Tensor scaled_rms_norm(const char* name, const Tensor& x, const Tensor& weight, float eps, float out_scale) {
   if (x.dim() < 1) throw Error(std::string(name) + ": input must have at least 1 dim");
   check_affine(name, x, weight, "weight");
@@ -242,21 +248,18 @@ Tensor scaled_rms_norm(const char* name, const Tensor& x, const Tensor& weight, 
     }
   }
   if (!needs_grad({x, weight})) return out;
-  record(name, out, saved_with(x, weight), [x, weight, rstd_t, D, rows, out_scale](const float* g_out) {
+  record(name, out, saved_with(x, weight), [x, weight, rstd_t, D, rows, out_scale](const float* g) {
     const float *px = x.data(), *rs = rstd_t.data(), *w = weight.defined() ? weight.data() : nullptr;
     bool fresh;
     float *gx = grad_for_write(x, &fresh), *gw = grad_of(weight);
-    // The gradient at rms_norm's output, g * out_scale, as mul_scalar's backward writes it into
-    // a zeroed buffer (0 + g s: -0 becomes +0); one row at a time, in cache.
-    Tensor scaled_t = out_scale != 1.f ? Tensor::empty(Shape{rows, D}) : Tensor();
-    const float* g = g_out;
-    if (scaled_t.defined()) {
-      float* gs = scaled_t.data();
-#pragma omp parallel for simd schedule(static) if (rows * D > kParallelMin)
-      for (int64_t i = 0; i < rows * D; ++i) gs[i] = 0.f + g_out[i] * out_scale;
-      g = gs;
-    }
-    auto dx_row = [&](int64_t r) { rms_norm_dx_row(D, g + r * D, px + r * D, w, rs[r], gx + r * D, fresh); };
+    // Scaled, the gradient at rms_norm's output is g * out_scale, taken row by row as
+    // mul_scalar's backward would write it (0 + g s: -0 becomes +0).
+    auto dx_row = [&](int64_t r) {
+      if (out_scale != 1.f)
+        rms_norm_dx_row<true>(D, g + r * D, px + r * D, w, rs[r], gx + r * D, fresh, out_scale);
+      else
+        rms_norm_dx_row(D, g + r * D, px + r * D, w, rs[r], gx + r * D, fresh);
+    };
     const bool threaded = x.numel() > kParallelMin && omp_get_max_threads() > 1;  // as in layer_norm
     if (gx && threaded) {
 #pragma omp parallel for schedule(static)
