@@ -196,7 +196,7 @@ void forward_registers(const Dims& d, const HeadRows& r, float scale, float* vp,
 // not null, each head's state before every kChunk-th step (ckpt + (bh per_head + c Dk Dvp): M
 // before step c kChunk). In memory, the heads walk side by side in time, a state each in Ms:
 // step t reads the heads' rows of q, k and v, which share cache lines, at once, instead of each
-// head fetching the lines again in a walk of its own (S's forward 1.4x faster,
+// head fetching the lines again in a walk of its own (S's forward 1.35x faster,
 // docs/ARCHITECTURE.md); each head's arithmetic is its own, so the bits do not change. In
 // registers a head walks alone.
 void forward_heads(const Dims& d, int64_t b, int64_t h0, int64_t h1, const HeadRows* rows, float scale, float* Ms,

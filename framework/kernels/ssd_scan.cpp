@@ -63,30 +63,6 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& dt, const Tenso
   return {B, T, H, x.size(3), G, N, padded(N), H / G};
 }
 
-// Row sums for rows p = 0, 1, ...: each row's vector of lane sums goes in, and f(p, its hsum)
-// comes out in row order, 16 rows at a time through hsum16 (its lanes are hsum's bits, at a
-// quarter of the shuffles: 64 rows' sums were a fifth of a step), the last rows one by one.
-class RowSums {
- public:
-  template <class F>
-  void add(int64_t p, Lanes v, F f) {
-    rows_[p % kLanes] = v;
-    if (p % kLanes == kLanes - 1) {
-      float sums[kLanes];
-      st(sums, lanes::hsum16(rows_));
-      for (int i = 0; i < kLanes; ++i) f(p - kLanes + 1 + i, sums[i]);
-    }
-  }
-  // After the last row P - 1: the rows since the last group of 16.
-  template <class F>
-  void finish(int64_t P, F f) {
-    for (int64_t p = P - P % kLanes; p < P; ++p) f(p, hsum(rows_[p % kLanes]));
-  }
-
- private:
-  Lanes rows_[kLanes];
-};
-
 // One step from the state `from` to S [P][Np] (the top of the file; from may be S: the
 // backward's recomputation keeps every state without copying one first): Bp, Cp are B_t, C_t
 // padded with zeros; writes y (P). D null: no skip term. The forward, the backward's
@@ -94,8 +70,6 @@ class RowSums {
 inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const float* x, float dt, float a,
                        const float* Bp, const float* Cp, const float* D, float* y) {
   const Lanes av = bcast(a);
-  RowSums sums;
-  auto readout = [&](int64_t p, float s) { y[p] = D ? s + *D * x[p] : s; };
   for (int64_t p = 0; p < P; ++p) {
     const Lanes u = bcast(dt * x[p]);
     Lanes acc = {};
@@ -106,9 +80,8 @@ inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const
       st(row + l0, h);
       acc += h * ld(Cp + l0);
     }
-    sums.add(p, acc, readout);
+    y[p] = D ? hsum(acc) + *D * x[p] : hsum(acc);
   }
-  sums.finish(P, readout);
 }
 
 // One (batch, head) of the layout: step t's row at base + t * stride.
@@ -158,8 +131,8 @@ struct BackwardScratch {
 };
 
 // One step of the adjoint over the state's rows p (the top of the file): dH <- a (dH + dy_p C),
-// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, s) takes the rest of
-// row p, s the sum of (dH + dy_p C) * B, in row order.
+// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, sp) takes the rest of
+// row p, sp = (dH + dy_p C) * B lane-wise.
 struct AdjointStep {
   int64_t P;
   float* dH;
@@ -185,7 +158,7 @@ inline void adjoint_rows(const AdjointStep& a, int64_t Np, Tail tail) {
       *a.da += dh * ld(a.Hp + p * Np + l0);
       st(m, a.av * dh);
     }
-    tail(p, hsum(sp));
+    tail(p, sp);
   }
 }
 
@@ -214,7 +187,7 @@ inline void adjoint_rows_fixed(const AdjointStep& a, Tail tail) {
       da += dh * ld(a.Hp + p * Np + g * kLanes);
       st(m, a.av * dh);
     }
-    tail(p, hsum(sp));
+    tail(p, sp);
   }
   *a.da = da;
   for (int g = 0; g < G; ++g) {
@@ -257,7 +230,8 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       Lanes da = {};
       float ddt = 0.f;
       const AdjointStep step{P, dH, Ht, Hp, s.Bp.data(), s.Cp.data(), dy, x, dt, av, s.dB.data(), s.dC.data(), &da};
-      auto tail = [&](int64_t p, float spp) {
+      auto tail = [&](int64_t p, Lanes sp) {
+        const float spp = hsum(sp);
         if (gr.x) gr.x[t * r.sx + p] += D ? dt * spp + *D * dy[p] : dt * spp;
         ddt += x[p] * spp;
         dD += dy[p] * x[p];
