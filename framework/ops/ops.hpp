@@ -74,6 +74,16 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps = 1e-5f);
 // x / sqrt(|x|^2 + eps): the delta rule's L2 norm of q and k (fla's l2_norm), with the bits of
 // mul_scalar(rms_norm(x, {}, eps / D), 1 / sqrt(D)).
 Tensor l2_norm(const Tensor& x, float eps = 1e-6f);
+// While alive, the three norms take every row width through their loop for any width, instead of
+// the loops compiled for the common widths (16 to 256): tests compare the two, whose bits must
+// be the same. Not thread-safe: for a test's main thread.
+class GeneralNormWidths {
+ public:
+  GeneralNormWidths();
+  ~GeneralNormWidths();
+  GeneralNormWidths(const GeneralNormWidths&) = delete;
+  GeneralNormWidths& operator=(const GeneralNormWidths&) = delete;
+};
 Tensor softmax(const Tensor& x);       // over the last axis
 Tensor log_softmax(const Tensor& x);   // over the last axis
 // Mean cross-entropy of logits [..., V] against targets [...] over the positions whose target
