@@ -3,8 +3,11 @@
 // compiles to straight vector code, without the masks and spills GCC adds to vectorised lane
 // loops, and at full width whatever -mprefer-vector-width the host's tuning picks.
 #pragma once
+#include <cmath>
 #include <cstdint>
-#if defined(__SSE__)
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#elif defined(__SSE__)
 #include <xmmintrin.h>
 #endif
 
@@ -35,6 +38,17 @@ inline float hsum(Lanes x) {
   return x[0];
 }
 
+// a b + c rounded once, in every lane: a fused multiply-add whatever the code around it (GCC
+// fuses a product into a sum or not depending on that code).
+inline Lanes fma(Lanes a, Lanes b, Lanes c) {
+#if defined(__AVX512F__)
+  return Lanes(_mm512_fmadd_ps(__m512(a), __m512(b), __m512(c)));
+#else
+  for (int l = 0; l < kLanes; ++l) c[l] = std::fma(a[l], b[l], c[l]);
+  return c;
+#endif
+}
+
 // x, as a value the compiler cannot see into: a product passed through it is rounded to float
 // before a sum takes it. Otherwise GCC moves lane shuffles in front of a multiplication and fuses
 // the product into the addition after them (an FMA), which changes the bits of hsum16's sums.
@@ -47,14 +61,16 @@ inline Lanes opaque(Lanes x) {
   return x;
 }
 
-// Lane j of the result = hsum(r[j]), bit for bit: each level adds the same lane pairs as hsum
-// does (i and i + 8, then i + 4, i + 2, i + 1), with the rows packed side by side so that one
-// vector addition serves several rows.
-inline Lanes hsum16(const Lanes (&r)[kLanes]) {
-  Lanes h8[8], h4[4], h2[2];
-  for (int i = 0; i < 8; ++i)  // rows 2i, 2i + 1: 8 lanes each
-    h8[i] = __builtin_shufflevector(r[2 * i], r[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-            __builtin_shufflevector(r[2 * i], r[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+// hsum16's first level for its rows 2i and 2i + 1 (each row's lanes l and l + 8 added: 8 lanes
+// a row), so that a caller can fold each pair of rows as soon as both exist.
+inline Lanes hsum16_pair(Lanes even, Lanes odd) {
+  return __builtin_shufflevector(even, odd, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+         __builtin_shufflevector(even, odd, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+
+// The rest of hsum16, from its 8 pairs (hsum16_pair of rows 2i and 2i + 1 in h8[i]).
+inline Lanes hsum16_pairs(const Lanes (&h8)[8]) {
+  Lanes h4[4], h2[2];
   for (int i = 0; i < 4; ++i)  // rows 4i .. 4i + 3: 4 lanes each
     h4[i] = __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
             __builtin_shufflevector(h8[2 * i], h8[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
@@ -63,6 +79,15 @@ inline Lanes hsum16(const Lanes (&r)[kLanes]) {
             __builtin_shufflevector(h4[2 * i], h4[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
   return __builtin_shufflevector(h2[0], h2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
          __builtin_shufflevector(h2[0], h2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// Lane j of the result = hsum(r[j]), bit for bit: each level adds the same lane pairs as hsum
+// does (l and l + 8, then l + 4, l + 2, l + 1), with the rows packed side by side so that one
+// vector addition serves several rows.
+inline Lanes hsum16(const Lanes (&r)[kLanes]) {
+  Lanes h8[8];
+  for (int i = 0; i < 8; ++i) h8[i] = hsum16_pair(r[2 * i], r[2 * i + 1]);
+  return hsum16_pairs(h8);
 }
 
 // out[j] = hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: hsum16 on each 16
