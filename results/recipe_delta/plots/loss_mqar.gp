@@ -10,4 +10,4 @@ set grid
 set key below spacing 1.2 height 1
 set logscale y
 plot 'loss_mqar.dat' index 0 with lines lw 2 lc 1 title "deltanet lr=0.003 seed=20", \
-     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "gated_deltanet lr=0.01 seed=20"
+     'loss_mqar.dat' index 1 with lines lw 2 lc 2 title "gated_deltanet lr=0.003 seed=20"
