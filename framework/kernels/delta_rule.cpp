@@ -37,7 +37,7 @@ namespace tri {
 
 namespace {
 
-using lanes::bcast, lanes::hsum, lanes::hsum_rows, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
+using lanes::bcast, lanes::hsum, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
 
 constexpr int64_t kChunk = 64;  // steps between saved states
 constexpr int kChains = 4;      // independent accumulators over Dk, to hide the FMA latency
@@ -258,18 +258,25 @@ inline void add_or_set_lanes(float* p, bool fresh, Lanes x, int64_t n, float sca
 }
 
 struct BackwardScratch {
-  std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk, sums;
-  std::vector<float> rows;  // one vector per row of M, reduced by hsum_rows
+  std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk;
+  std::vector<float> rows, rows2;  // one vector per row of M each, reduced by add_row_sums
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.Dk * d.Dvp)), us(size_t(kChunk * d.Dvp)), dM(size_t(d.Dk * d.Dvp)),
         vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), op(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
-        dk(size_t(d.Dk)), sums(size_t(d.Dk)), rows(size_t(d.Dk * kLanes)) {}
-  // to[j] += the sum of row j of rows, for every row j.
-  void add_row_sums(float* to, int64_t Dk) {
-    hsum_rows(rows.data(), Dk, sums.data());
-    for (int64_t j = 0; j < Dk; ++j) to[j] += sums[size_t(j)];
-  }
+        dk(size_t(d.Dk)), rows(size_t(d.Dk * kLanes)), rows2(size_t(d.Dk * kLanes)) {}
 };
+
+// to[j] += the sum of row j of rows (Dk rows of kLanes), for every row j: hsum_rows's sums, each
+// 16 added as one vector.
+inline void add_row_sums(float* to, const float* rows, int64_t Dk) {
+  int64_t j = 0;
+  for (; j + kLanes <= Dk; j += kLanes) {
+    Lanes r[kLanes];
+    for (int i = 0; i < kLanes; ++i) r[i] = ld(rows + (j + i) * kLanes);
+    st(to + j, ld(to + j) + lanes::hsum16(r));
+  }
+  for (; j < Dk; ++j) to[j] += hsum(ld(rows + j * kLanes));
+}
 
 // One step of the backward: M_t, M_{t-1}, the step's inputs (v and d out padded to Dvp), u and
 // the scalars.
@@ -295,11 +302,11 @@ void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, Ba
       const Lanes dmj = lanes::fma(bcast(a.scale * a.q[j]), dol, ld(m));
       st(m, dmj);
       st(s.rows.data() + j * kLanes, lanes::opaque(ld(a.Mt + j * Dvp + l0) * dol));
+      st(s.rows2.data() + j * kLanes, lanes::opaque(dmj * w));
       dw[ch] = lanes::fma(bcast(a.k[j]), dmj, dw[ch]);
     });
-    s.add_row_sums(s.dq.data(), Dk);
-    over_rows(Dk, [&](int64_t j, int) { st(s.rows.data() + j * kLanes, lanes::opaque(ld(dM + j * Dvp + l0) * w)); });
-    s.add_row_sums(s.dk.data(), Dk);
+    add_row_sums(s.dq.data(), s.rows.data(), Dk);
+    add_row_sums(s.dk.data(), s.rows2.data(), Dk);
     const Lanes dwl = combine(dw);
     dbeta += hsum(lanes::opaque(dwl * vu));
     st(s.dv.data() + l0, b * dwl);
@@ -317,7 +324,7 @@ void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, Ba
         st(m, dp);
       }
     });
-    s.add_row_sums(s.dk.data(), Dk);
+    add_row_sums(s.dk.data(), s.rows.data(), Dk);
     if (a.gated) dg += hsum(lanes::opaque(dga));
   }
 }
