@@ -186,9 +186,14 @@ void forward_registers(const Dims& d, const HeadRows& r, float scale, float* vp,
     if (ckpt && t % kChunk == 0)
       for (int j = 0; j < Dk; ++j) st(ckpt + ((t / kChunk) * Dk + j) * kLanes, M[j]);
     const Lanes v = ld(v_row(d, r, t, vp));
-    st(op, step_registers<Dk>(M, r.q + t * r.sk, r.k + t * r.sk, v, r.beta[t * r.sb], alpha_at(r, t), r.g, scale,
-                              nullptr));
-    std::copy(op, op + d.Dv, out + t * r.sv);
+    const Lanes o = step_registers<Dk>(M, r.q + t * r.sk, r.k + t * r.sk, v, r.beta[t * r.sb], alpha_at(r, t), r.g,
+                                       scale, nullptr);
+    if (d.Dv == kLanes) {
+      st(out + t * r.sv, o);
+    } else {
+      st(op, o);
+      std::copy(op, op + d.Dv, out + t * r.sv);
+    }
   }
 }
 
