@@ -129,24 +129,12 @@ inline void add_or_set_lanes(float* p, bool fresh, Lanes x, int64_t n, float sca
 
 struct BackwardScratch {
   std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk;
-  std::vector<float> rows, rows2;  // one vector per row of M each, reduced by add_row_sums
+  std::vector<float> rows, rows2;  // one vector per row of M each, reduced by add_hsum_rows
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.Dk * d.Dvp)), us(size_t(kChunk * d.Dvp)), dM(size_t(d.Dk * d.Dvp)),
         vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), op(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
         dk(size_t(d.Dk)), rows(size_t(d.Dk * kLanes)), rows2(size_t(d.Dk * kLanes)) {}
 };
-
-// to[j] += the sum of row j of rows (Dk rows of kLanes), for every row j: hsum_rows's sums, each
-// 16 added as one vector.
-inline void add_row_sums(float* to, const float* rows, int64_t Dk) {
-  int64_t j = 0;
-  for (; j + kLanes <= Dk; j += kLanes) {
-    Lanes r[kLanes];
-    for (int i = 0; i < kLanes; ++i) r[i] = ld(rows + (j + i) * kLanes);
-    st(to + j, ld(to + j) + lanes::hsum16(r));
-  }
-  for (; j < Dk; ++j) to[j] += hsum(ld(rows + j * kLanes));
-}
 
 // One step of the backward: M_t, M_{t-1}, the step's inputs (v and d out padded to Dvp), u and
 // the scalars.
@@ -175,8 +163,8 @@ void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, Ba
       st(s.rows2.data() + j * kLanes, lanes::opaque(dmj * w));
       dw[ch] = lanes::fma(bcast(a.k[j]), dmj, dw[ch]);
     });
-    add_row_sums(s.dq.data(), s.rows.data(), Dk);
-    add_row_sums(s.dk.data(), s.rows2.data(), Dk);
+    lanes::add_hsum_rows(s.rows.data(), Dk, s.dq.data());
+    lanes::add_hsum_rows(s.rows2.data(), Dk, s.dk.data());
     const Lanes dwl = combine(dw);
     dbeta += hsum(lanes::opaque(dwl * vu));
     st(s.dv.data() + l0, b * dwl);
@@ -194,7 +182,7 @@ void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, Ba
         st(m, dp);
       }
     });
-    add_row_sums(s.dk.data(), s.rows.data(), Dk);
+    lanes::add_hsum_rows(s.rows.data(), Dk, s.dk.data());
     if (a.gated) dg += hsum(lanes::opaque(dga));
   }
 }

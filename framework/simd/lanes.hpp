@@ -90,16 +90,16 @@ inline Lanes hsum16(const Lanes (&r)[kLanes]) {
   return hsum16_pairs(h8);
 }
 
-// out[j] = hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: hsum16 on each 16
-// rows; the rows past the last 16 go through hsum.
-inline void hsum_rows(const float* v, int64_t n, float* out) {
+// to[j] += hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: hsum16 on each 16
+// rows, added to `to` as one vector; the rows past the last 16 go through hsum.
+inline void add_hsum_rows(const float* v, int64_t n, float* to) {
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     Lanes r[kLanes];
     for (int i = 0; i < kLanes; ++i) r[i] = ld(v + (j + i) * kLanes);
-    st(out + j, hsum16(r));
+    st(to + j, ld(to + j) + hsum16(r));
   }
-  for (; j < n; ++j) out[j] = hsum(ld(v + j * kLanes));
+  for (; j < n; ++j) to[j] += hsum(ld(v + j * kLanes));
 }
 
 // While alive, the calling thread flushes subnormal results and operands to zero (x86's FTZ and
