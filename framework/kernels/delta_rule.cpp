@@ -128,12 +128,11 @@ inline void add_or_set_lanes(float* p, bool fresh, Lanes x, int64_t n, float sca
 }
 
 struct BackwardScratch {
-  std::vector<float> states, us, dM, vp, dop, op, dv, dq, dk;
-  std::vector<float> rows, rows2;  // one vector per row of M each, reduced by add_hsum_rows
+  std::vector<float> states, us, dM, vp, dop, dv, dq, dk;
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.Dk * d.Dvp)), us(size_t(kChunk * d.Dvp)), dM(size_t(d.Dk * d.Dvp)),
-        vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), op(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
-        dk(size_t(d.Dk)), rows(size_t(d.Dk * kLanes)), rows2(size_t(d.Dk * kLanes)) {}
+        vp(size_t(d.Dvp)), dop(size_t(d.Dvp)), dv(size_t(d.Dvp)), dq(size_t(d.Dk)),
+        dk(size_t(d.Dk)) {}
 };
 
 // One step of the backward: M_t, M_{t-1}, the step's inputs (v and d out padded to Dvp), u and
@@ -144,37 +143,56 @@ struct AdjointStep {
   bool gated;
 };
 
+// Over the rows j of M, f(j, chain, rows), where rows(n, x) adds hsum(x) to sums[n][j] (n < N):
+// 16 rows at a time folded in registers (Hsum16Fold) and added as one vector, the rows past the
+// last 16 through hsum. Rows go to f in over_rows' order, on its chains.
+template <int N, class F>
+void over_rows_summed(int64_t Dk, float* const (&sums)[N], F f) {
+  const int64_t whole = Dk / kLanes * kLanes;
+  for (int64_t j0 = 0; j0 < whole; j0 += kLanes) {
+    lanes::Hsum16Fold fold[N];
+    over_rows_fixed<kLanes>([&](int64_t i, int c) {
+      f(j0 + i, c, [&](int n, Lanes row) { fold[n].add(int(i), row); });
+    });
+    for (int n = 0; n < N; ++n) st(sums[n] + j0, ld(sums[n] + j0) + fold[n].sum());
+  }
+  over_rows(
+      Dk, [&](int64_t j, int c) { f(j, c, [&](int n, Lanes row) { sums[n][j] += hsum(row); }); }, whole);
+}
+
 // The adjoint of one step (the top of the file), for any Dk and Dvp: adds into dM (in memory),
-// dbeta and dg, and sets the step's s.dq and s.dk (summed from zero) and s.dv.
+// dbeta and dg, and sets the step's s.dq and s.dk (summed from zero) and s.dv. The sums over a
+// row's lanes are folded in registers as the rows come (over_rows_summed): through memory, the
+// rows' stores were the loop's limit (the backward at S's shape 1.1x faster).
 void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, BackwardScratch& s, float& dbeta,
                     float& dg) {
   const Lanes al = bcast(a.alpha), b = bcast(a.beta);
   std::fill(s.dq.begin(), s.dq.end(), 0.f);
   std::fill(s.dk.begin(), s.dk.end(), 0.f);
+  float* const dq_dk[2] = {s.dq.data(), s.dk.data()};
+  float* const dk_only[1] = {s.dk.data()};
   for (int64_t l0 = 0; l0 < Dvp; l0 += kLanes) {
     const Lanes dol = ld(a.dop + l0);
     const Lanes vu = ld(a.vp + l0) - ld(a.u + l0), w = b * vu;
     Lanes dw[kChains] = {};
-    over_rows(Dk, [&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
+    over_rows_summed<2>(Dk, dq_dk, [&](int64_t j, int ch, auto rows) {  // the readout; then M_t = P + k w^T
       float* m = dM + j * Dvp + l0;
       const Lanes dmj = lanes::fma(bcast(a.scale * a.q[j]), dol, ld(m));
       st(m, dmj);
-      st(s.rows.data() + j * kLanes, lanes::opaque(ld(a.Mt + j * Dvp + l0) * dol));
-      st(s.rows2.data() + j * kLanes, lanes::opaque(dmj * w));
+      rows(0, lanes::opaque(ld(a.Mt + j * Dvp + l0) * dol));
+      rows(1, lanes::opaque(dmj * w));
       dw[ch] = lanes::fma(bcast(a.k[j]), dmj, dw[ch]);
     });
-    lanes::add_hsum_rows(s.rows.data(), Dk, s.dq.data());
-    lanes::add_hsum_rows(s.rows2.data(), Dk, s.dk.data());
     const Lanes dwl = combine(dw);
     dbeta += hsum(lanes::opaque(dwl * vu));
     st(s.dv.data() + l0, b * dwl);
     const Lanes du = -(b * dwl);
     Lanes dga = {};
-    over_rows(Dk, [&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
+    over_rows_summed<1>(Dk, dk_only, [&](int64_t j, int, auto rows) {  // u = P^T k; P = alpha M_{t-1}
       float* m = dM + j * Dvp + l0;
       const Lanes dp = lanes::fma(bcast(a.k[j]), du, ld(m));
       const Lanes p = a.gated ? al * ld(a.Mp + j * Dvp + l0) : ld(a.Mp + j * Dvp + l0);
-      st(s.rows.data() + j * kLanes, lanes::opaque(p * du));
+      rows(0, lanes::opaque(p * du));
       if (a.gated) {
         dga = lanes::fma(dp, p, dga);
         st(m, al * dp);
@@ -182,16 +200,14 @@ void adjoint_values(const AdjointStep& a, int64_t Dk, int64_t Dvp, float* dM, Ba
         st(m, dp);
       }
     });
-    lanes::add_hsum_rows(s.rows.data(), Dk, s.dk.data());
     if (a.gated) dg += hsum(lanes::opaque(dga));
   }
 }
 
-// adjoint_values with dM in registers (Dims::registers: fits_registers), and the rows summed as
-// hsum16 sums them without a trip through memory: the same operations in the same order, so the
-// same bits (the products rounded first, as there; the sums into dq and dk start from zero there
-// too). Each pair of rows is folded (hsum16_pair) as soon as both exist: 8 vectors live instead
-// of 16, which beside dM's 16 no longer spill (the adjoint 1.2x faster at E64). The step's
+// adjoint_values with dM in registers (Dims::registers: fits_registers): the same operations in
+// the same order, so the same bits (the products rounded first, as there; the sums into dq and
+// dk start from zero there too). Hsum16Fold's 8 vectors beside dM's 16 do not spill (the adjoint
+// 1.2x faster at E64 than with the 16 rows kept whole). The step's
 // gradients stay in registers too (out): written to memory and read back at once, as the
 // general loop's are, each waited on the store.
 template <int Dk>
@@ -199,21 +215,16 @@ void adjoint_registers(const AdjointStep& a, Lanes (&dM)[Dk], StepGrads& out, fl
   static_assert(Dk == kLanes, "hsum16 sums 16 rows");
   const Lanes al = bcast(a.alpha), b = bcast(a.beta), dol = ld(a.dop);
   const Lanes vu = ld(a.vp) - ld(a.u), w = b * vu;
-  Lanes pairs[Dk / 2], even = {}, dw[kChains] = {};
-  auto fold = [&](int64_t j, Lanes row) {  // row j of the sum in hand, rounded
-    if (j % 2 == 0)
-      even = row;
-    else
-      pairs[j / 2] = lanes::hsum16_pair(even, row);
-  };
+  Lanes dw[kChains] = {};
+  lanes::Hsum16Fold fold;
   over_rows_fixed<Dk>([&](int64_t j, int ch) {  // the readout; then M_t = P + k w^T
     dM[j] = lanes::fma(bcast(a.scale * a.q[j]), dol, dM[j]);
-    fold(j, lanes::opaque(ld(a.Mt + j * kLanes) * dol));
+    fold.add(int(j), lanes::opaque(ld(a.Mt + j * kLanes) * dol));
     dw[ch] = lanes::fma(bcast(a.k[j]), dM[j], dw[ch]);
   });
-  out.dq = Lanes{} + lanes::hsum16_pairs(pairs);
-  over_rows_fixed<Dk>([&](int64_t j, int) { fold(j, lanes::opaque(dM[j] * w)); });
-  const Lanes dk = Lanes{} + lanes::hsum16_pairs(pairs);
+  out.dq = Lanes{} + fold.sum();
+  over_rows_fixed<Dk>([&](int64_t j, int) { fold.add(int(j), lanes::opaque(dM[j] * w)); });
+  const Lanes dk = Lanes{} + fold.sum();
   const Lanes dwl = combine(dw);
   dbeta += hsum(lanes::opaque(dwl * vu));
   out.dv = b * dwl;
@@ -222,7 +233,7 @@ void adjoint_registers(const AdjointStep& a, Lanes (&dM)[Dk], StepGrads& out, fl
   over_rows_fixed<Dk>([&](int64_t j, int) {  // u = P^T k; P = alpha M_{t-1}
     const Lanes dp = lanes::fma(bcast(a.k[j]), du, dM[j]);
     const Lanes p = a.gated ? al * ld(a.Mp + j * kLanes) : ld(a.Mp + j * kLanes);
-    fold(j, lanes::opaque(p * du));
+    fold.add(int(j), lanes::opaque(p * du));
     if (a.gated) {
       dga = lanes::fma(dp, p, dga);
       dM[j] = al * dp;
@@ -230,15 +241,16 @@ void adjoint_registers(const AdjointStep& a, Lanes (&dM)[Dk], StepGrads& out, fl
       dM[j] = dp;
     }
   });
-  out.dk = dk + lanes::hsum16_pairs(pairs);
+  out.dk = dk + fold.sum();
   if (a.gated) dg += hsum(lanes::opaque(dga));
 }
 
 // A chunk's states from its checkpoint (already in states[0]): states[i + 1] is M after step t0 +
 // i, us[i] the step's u.
+template <bool Registers>
 void recompute_chunk(const Dims& d, const HeadRows& r, float scale, int64_t t0, int64_t t1, BackwardScratch& s) {
   const int64_t n = d.Dk * d.Dvp;
-  if (d.registers) {
+  if constexpr (Registers) {
     constexpr int Dk = kRegisterKeys;
     Lanes M[Dk];
     for (int j = 0; j < Dk; ++j) M[j] = ld(s.states.data() + j * kLanes);
@@ -254,11 +266,34 @@ void recompute_chunk(const Dims& d, const HeadRows& r, float scale, int64_t t0, 
   for (int64_t t = t0; t < t1; ++t) {
     float* M = s.states.data() + (t - t0 + 1) * n;
     step_state(M - n, M, d.Dk, d.Dvp, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()), r.beta[t * r.sb],
-               alpha_at(r, t), r.g, scale, s.op.data(), s.us.data() + (t - t0) * d.Dvp);
+               alpha_at(r, t), r.g, scale, nullptr, s.us.data() + (t - t0) * d.Dvp);
   }
 }
 
-// The backward over one (batch, head) (the top of the file), adding into the non-null gradients.
+// Asks for step t's rows of the inputs, and of the gradients for writing, ahead of their use:
+// the backward walks time downwards at a stride of H rows, which the hardware prefetcher did not
+// follow (the kernel's backward at S's shape 1.15x faster, docs/ARCHITECTURE.md). Inlined always:
+// a function that only prefetches has no effect GCC must keep, and it dropped the call.
+constexpr int64_t kPrefetchSteps = 6;
+[[gnu::always_inline]] inline void prefetch_step(const HeadRows& r, const float* gout, const GradRows& gr, int64_t Dk, int64_t Dv, int64_t t) {
+  constexpr int64_t line = 64 / sizeof(float);
+  for (int64_t i = 0; i < Dk; i += line) {
+    __builtin_prefetch(r.q + t * r.sk + i, 0, 3);
+    __builtin_prefetch(r.k + t * r.sk + i, 0, 3);
+    if (gr.q) __builtin_prefetch(gr.q + t * r.sk + i, 1, 3);
+    if (gr.k) __builtin_prefetch(gr.k + t * r.sk + i, 1, 3);
+  }
+  for (int64_t i = 0; i < Dv; i += line) {
+    __builtin_prefetch(r.v + t * r.sv + i, 0, 3);
+    __builtin_prefetch(gout + t * r.sv + i, 0, 3);
+    if (gr.v) __builtin_prefetch(gr.v + t * r.sv + i, 1, 3);
+  }
+}
+
+// The backward over one (batch, head) (the top of the file), adding into the non-null gradients;
+// Registers: d.registers. Each form is a function of its own, so that neither's registers are
+// allocated around the other's code (the register form's backward at E64 1.1x faster alone).
+template <bool Registers>
 void backward_head(const Dims& d, const HeadRows& r, float scale, const float* ckpt, const float* gout,
                    const GradRows& gr, BackwardScratch& s) {
   const int64_t n = d.Dk * d.Dvp, Dk = d.Dk, Dvp = d.Dvp;
@@ -270,14 +305,15 @@ void backward_head(const Dims& d, const HeadRows& r, float scale, const float* c
   for (int64_t c = chunks - 1; c >= 0; --c) {
     const int64_t t0 = c * kChunk, t1 = std::min(d.T, t0 + kChunk);
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
-    recompute_chunk(d, r, scale, t0, t1, s);
+    recompute_chunk<Registers>(d, r, scale, t0, t1, s);
     for (int64_t t = t1 - 1; t >= t0; --t) {
+      if (t >= kPrefetchSteps) prefetch_step(r, gout, gr, Dk, d.Dv, t - kPrefetchSteps);
       const float* Mt = s.states.data() + (t - t0 + 1) * n;
       const AdjointStep a{Mt, Mt - n, r.q + t * r.sk, r.k + t * r.sk, v_row(d, r, t, s.vp.data()),
                           s.us.data() + (t - t0) * Dvp, padded_row(d, gout + t * r.sv, s.dop.data()), alpha_at(r, t),
                           r.beta[t * r.sb], scale, r.g != nullptr};
       float dbeta = 0.f, dg = 0.f;
-      if (d.registers) {
+      if constexpr (Registers) {
         StepGrads sg;
         adjoint_registers<kRegisterKeys>(a, dM, sg, dbeta, dg);
         if (gr.q) add_or_set_lanes(gr.q + t * r.sk, gr.q_fresh, sg.dq, Dk, scale);
@@ -327,7 +363,10 @@ void backward_all(const Dims& d, const float* q, const float* k, const float* v,
       GradRows gh = gr;
       gh.q = at(gr.q, r.ok), gh.k = at(gr.k, r.ok), gh.v = at(gr.v, r.ov), gh.beta = at(gr.beta, r.ob);
       gh.g = at(gr.g, r.ob);
-      backward_head(d, r, scale, ckpt + bh * per_head, gout + r.ov, gh, scratch);
+      if (d.registers)
+        backward_head<true>(d, r, scale, ckpt + bh * per_head, gout + r.ov, gh, scratch);
+      else
+        backward_head<false>(d, r, scale, ckpt + bh * per_head, gout + r.ov, gh, scratch);
     }
   }
 }

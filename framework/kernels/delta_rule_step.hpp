@@ -43,10 +43,11 @@ inline Dims check_inputs(const char* op, const Tensor& q, const Tensor& k, const
 }
 
 // Rows j of M (Dk x Dvp, columns l0 .. l0 + 15), each given to f(j, chain): kChains chains in
-// turn, the rows past the last whole group on chain 0.
+// turn, the rows past the last whole group on chain 0. From row `first` (a multiple of
+// kChains), the rows get the chains a walk from row 0 would give them.
 template <class F>
-inline void over_rows(int64_t Dk, F f) {
-  int64_t j = 0;
+inline void over_rows(int64_t Dk, F f, int64_t first = 0) {
+  int64_t j = first;
   for (; j + kChains <= Dk; j += kChains)
     for (int c = 0; c < kChains; ++c) f(j + c, c);
   for (; j < Dk; ++j) f(j, 0);
@@ -64,9 +65,9 @@ inline Lanes combine(const Lanes (&acc)[kChains]) { return (acc[0] + acc[1]) + (
 
 // One step of the recurrence (the top of the file) from the state `from` to M [Dk][Dvp] (from may
 // be M; apart, the backward's recomputation keeps every state without copying one first): vp is
-// v_t padded to Dvp with zeros; writes o_t (Dvp) and, when u is not null, u = (alpha M)^T k_t
-// (Dvp), which backward reads. The forward, the backward's recomputation and the decoding step
-// all call it.
+// v_t padded to Dvp with zeros; writes o_t (Dvp) when o is not null and, when u is not null,
+// u = (alpha M)^T k_t (Dvp), which backward reads. The forward, the backward's recomputation
+// (without o: a third of the step's multiply-adds) and the decoding step all call it.
 inline void step_state(const float* from, float* M, int64_t Dk, int64_t Dvp, const float* q, const float* k,
                        const float* vp, float beta, float alpha, bool gated, float scale, float* o, float* u) {
   const Lanes a = bcast(alpha), b = bcast(beta), sc = bcast(scale);
@@ -88,9 +89,9 @@ inline void step_state(const float* from, float* M, int64_t Dk, int64_t Dvp, con
     over_rows(Dk, [&](int64_t j, int c) {  // write the correction, and read at q
       const Lanes mj = ld(decayed + j * Dvp + l0) + k[j] * w;
       st(M + j * Dvp + l0, mj);
-      oc[c] += q[j] * mj;
+      if (o) oc[c] += q[j] * mj;
     });
-    st(o + l0, sc * combine(oc));
+    if (o) st(o + l0, sc * combine(oc));
   }
 }
 

@@ -90,17 +90,20 @@ inline Lanes hsum16(const Lanes (&r)[kLanes]) {
   return hsum16_pairs(h8);
 }
 
-// to[j] += hsum(row j) for j < n (rows of kLanes floats from v), bit for bit: hsum16 on each 16
-// rows, added to `to` as one vector; the rows past the last 16 go through hsum.
-inline void add_hsum_rows(const float* v, int64_t n, float* to) {
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    Lanes r[kLanes];
-    for (int i = 0; i < kLanes; ++i) r[i] = ld(v + (j + i) * kLanes);
-    st(to + j, ld(to + j) + hsum16(r));
+// hsum16 fed one row at a time (row i of 16; i is known at compile time once the caller's loop
+// is unrolled): each pair of rows is folded (hsum16_pair) as soon as both exist, so that 8
+// vectors are live instead of 16 and a caller can keep its rows in registers. sum() is hsum16
+// of the 16 rows, bit for bit.
+struct Hsum16Fold {
+  Lanes even{}, pairs[8];
+  void add(int i, Lanes row) {
+    if (i % 2 == 0)
+      even = row;
+    else
+      pairs[i / 2] = hsum16_pair(even, row);
   }
-  for (; j < n; ++j) to[j] += hsum(ld(v + j * kLanes));
-}
+  Lanes sum() const { return hsum16_pairs(pairs); }
+};
 
 // While alive, the calling thread flushes subnormal results and operands to zero (x86's FTZ and
 // DAZ; elsewhere a no-op). An adjoint that receives no gradient for a long stretch (a needle
