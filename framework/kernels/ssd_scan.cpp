@@ -65,8 +65,9 @@ Dims check_inputs(const char* op, const Tensor& x, const Tensor& dt, const Tenso
 
 // One step from the state `from` to S [P][Np] (the top of the file; from may be S: the
 // backward's recomputation keeps every state without copying one first): Bp, Cp are B_t, C_t
-// padded with zeros; writes y (P). D null: no skip term. The forward, the backward's
-// recomputation and the decoding step all call it.
+// padded with zeros; writes y (P) when y is not null. D null: no skip term. The forward, the
+// backward's recomputation (without y: it needs the states only) and the decoding step all
+// call it.
 inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const float* x, float dt, float a,
                        const float* Bp, const float* Cp, const float* D, float* y) {
   const Lanes av = bcast(a);
@@ -78,9 +79,9 @@ inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const
     for (int64_t l0 = 0; l0 < Np; l0 += kLanes) {
       const Lanes h = av * ld(src + l0) + u * ld(Bp + l0);
       st(row + l0, h);
-      acc += h * ld(Cp + l0);
+      if (y) acc += h * ld(Cp + l0);
     }
-    y[p] = D ? hsum(acc) + *D * x[p] : hsum(acc);
+    if (y) y[p] = D ? std::fma(*D, x[p], hsum(acc)) : hsum(acc);
   }
 }
 
@@ -124,15 +125,15 @@ struct GradRows {
 };
 
 struct BackwardScratch {
-  std::vector<float> states, dH, Bp, Cp, dB, dC, y;
+  std::vector<float> states, dH, Bp, Cp, dB, dC;
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.P * d.Np)), dH(size_t(d.P * d.Np)), Bp(size_t(d.Np)), Cp(size_t(d.Np)),
-        dB(size_t(d.Np)), dC(size_t(d.Np)), y(size_t(d.P)) {}
+        dB(size_t(d.Np)), dC(size_t(d.Np)) {}
 };
 
 // One step of the adjoint over the state's rows p (the top of the file): dH <- a (dH + dy_p C),
-// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, sp) takes the rest of
-// row p, sp = (dH + dy_p C) * B lane-wise.
+// and the step's sums: dC and dB over p, da over p and the lanes; tail(p, s) takes the rest of
+// row p, s = (dH + dy_p C) . B.
 struct AdjointStep {
   int64_t P;
   float* dH;
@@ -158,7 +159,7 @@ inline void adjoint_rows(const AdjointStep& a, int64_t Np, Tail tail) {
       *a.da += dh * ld(a.Hp + p * Np + l0);
       st(m, a.av * dh);
     }
-    tail(p, sp);
+    tail(p, hsum(sp));
   }
 }
 
@@ -187,12 +188,32 @@ inline void adjoint_rows_fixed(const AdjointStep& a, Tail tail) {
       da += dh * ld(a.Hp + p * Np + g * kLanes);
       st(m, a.av * dh);
     }
-    tail(p, sp);
+    tail(p, hsum(sp));
   }
   *a.da = da;
   for (int g = 0; g < G; ++g) {
     st(a.dB + g * kLanes, db[g]);
     st(a.dC + g * kLanes, dc[g]);
+  }
+}
+
+// Asks for step t's rows of x, d y, B and C, and of their gradients for writing, ahead of their
+// use: the backward walks time downwards, which the hardware prefetcher did not follow (as in
+// delta_rule.cpp). Inlined always: a function that only prefetches has no effect GCC must keep.
+constexpr int64_t kPrefetchSteps = 6;
+[[gnu::always_inline]] inline void prefetch_step(const Dims& d, const HeadRows& r, const float* gout,
+                                                 const GradRows& gr, int64_t t) {
+  constexpr int64_t line = 64 / sizeof(float);
+  for (int64_t i = 0; i < d.P; i += line) {
+    __builtin_prefetch(r.x + t * r.sx + i, 0, 3);
+    __builtin_prefetch(gout + t * r.sx + i, 0, 3);
+    if (gr.x) __builtin_prefetch(gr.x + t * r.sx + i, 1, 3);
+  }
+  for (int64_t i = 0; i < d.N; i += line) {
+    __builtin_prefetch(r.B + t * r.sbc + i, 0, 3);
+    __builtin_prefetch(r.C + t * r.sbc + i, 0, 3);
+    if (gr.B) __builtin_prefetch(gr.B + t * d.N + i, 1, 3);
+    if (gr.C) __builtin_prefetch(gr.C + t * d.N + i, 1, 3);
   }
 }
 
@@ -215,9 +236,10 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       copy_row(r.B + t * r.sbc, d.N, s.Bp.data());
       copy_row(r.C + t * r.sbc, d.N, s.Cp.data());
       const float dt = r.dt[t * r.sdt];
-      step_state(S - n, S, P, Np, r.x + t * r.sx, dt, std::exp(dt * A), s.Bp.data(), s.Cp.data(), D, s.y.data());
+      step_state(S - n, S, P, Np, r.x + t * r.sx, dt, std::exp(dt * A), s.Bp.data(), s.Cp.data(), D, nullptr);
     }
     for (int64_t t = t1 - 1; t >= t0; --t) {
+      if (t >= kPrefetchSteps) prefetch_step(d, r, gout, gr, t - kPrefetchSteps);
       const float* Ht = s.states.data() + (t - t0 + 1) * n;
       const float* Hp = Ht - n;
       const float *x = r.x + t * r.sx, *dy = gout + t * r.sx;
@@ -230,11 +252,10 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       Lanes da = {};
       float ddt = 0.f;
       const AdjointStep step{P, dH, Ht, Hp, s.Bp.data(), s.Cp.data(), dy, x, dt, av, s.dB.data(), s.dC.data(), &da};
-      auto tail = [&](int64_t p, Lanes sp) {
-        const float spp = hsum(sp);
-        if (gr.x) gr.x[t * r.sx + p] += D ? dt * spp + *D * dy[p] : dt * spp;
-        ddt += x[p] * spp;
-        dD += dy[p] * x[p];
+      auto tail = [&](int64_t p, float spp) {  // the FMAs GCC chose here, pinned (std::fma)
+        if (gr.x) gr.x[t * r.sx + p] += D ? std::fma(*D, dy[p], dt * spp) : dt * spp;
+        ddt = std::fma(x[p], spp, ddt);
+        dD = std::fma(dy[p], x[p], dD);
       };
       switch (Np / kLanes) {  // N of 16, 32 and 64 (the default) with B, C, dB and dC in registers
         case 1: adjoint_rows_fixed<1>(step, tail); break;
