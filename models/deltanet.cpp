@@ -151,7 +151,7 @@ Tensor DeltaNet::mix(const Tensor& x, const Tensor& residual) {
   const float scale = 1.f / std::sqrt(float(Dh));
   Tensor o = chunked ? delta_rule_chunked(q, k, v, beta, g, scale) : delta_rule(q, k, v, beta, g, scale);
   o = o_norm(o);  // per head, over Dh
-  if (output_gate) o = mul(o, silu(reshape((*g_proj)(x), heads)));
+  if (output_gate) o = mul_silu(o, reshape((*g_proj)(x), heads));
   return out_proj(reshape(o, Shape{B, T, D}), residual);
 }
 

@@ -113,7 +113,7 @@ Tensor Mamba2Mixer::mix(const Tensor& u, const Tensor& residual) {
   const Tensor dt = softplus(add(dt_raw, dt_bias));  // [B, T, H]
   const Tensor A = mul_scalar(exp(A_log), -1.f);
   Tensor y = ssd_scan(x, dt, A, Bm, Cm, D_skip);
-  y = mul(reshape(y, Shape{B, T, E}), silu(z));  // the gate, then the norm
+  y = mul_silu(reshape(y, Shape{B, T, E}), z);  // the gate, then the norm
   if (G == 1) {
     y = rms_norm(y, norm_w, kNormEps);
   } else {  // each group's E / G channels on their own

@@ -52,6 +52,9 @@ Tensor log(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor tanh(const Tensor& x);
+// a * silu(x) for a and x of one shape (a gate: Mamba 2's and Gated DeltaNet's), one pass each
+// way, with mul(a, silu(x))'s bits.
+Tensor mul_silu(const Tensor& a, const Tensor& x);
 
 // ---- reductions (ops_reduce.cpp) ---------------------------------------------------------
 // Over the listed axes (negative counts from the end); empty list = all axes.

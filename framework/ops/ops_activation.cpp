@@ -34,6 +34,34 @@ Tensor unary(const char* name, const Tensor& x, F fn) {
 
 using namespace activation;
 
+// y = a s with s = silu(x). Backward as mul's and silu's in turn: d a = g s, d s = 0 + g a
+// (mul's gradient into silu's fresh output: -0 becomes +0), d x = d s silu'(x); s recomputed.
+Tensor mul_silu(const Tensor& a, const Tensor& x) {
+  if (a.shape() != x.shape())
+    throw Error("mul_silu: a " + a.shape().str() + " and x " + x.shape().str() + " must have one shape");
+  Tensor out = Tensor::empty(x.shape());
+  const float *pa = a.data(), *px = x.data();
+  float* py = out.data();
+  const int64_t n = x.numel();
+  const Silu fn;
+#pragma omp parallel for simd schedule(static) firstprivate(fn) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) py[i] = pa[i] * fn.f(px[i]);
+  if (!needs_grad({a, x})) return out;
+  record("mul_silu", out, {a, x}, [a, x, fn, n](const float* g) {
+    const float *pa = a.data(), *px = x.data();
+    bool a_fresh, x_fresh;
+    float* ga = grad_for_write(a, &a_fresh);
+    float* gx = grad_for_write(x, &x_fresh);
+    if (ga) set_or_add_grad(ga, a_fresh, n, [pa, px, g, fn](int64_t i) { return g[i] * fn.f(px[i]); });
+    if (gx)
+      set_or_add_grad(gx, x_fresh, n, [pa, px, g, fn](int64_t i) {
+        const float ds = 0.f + g[i] * pa[i];
+        return ds * fn.df(px[i], 0.f);
+      });
+  });
+  return out;
+}
+
 Tensor gelu(const Tensor& x) { return unary("gelu", x, Gelu{}); }
 Tensor silu(const Tensor& x) { return unary("silu", x, Silu{}); }
 Tensor elu(const Tensor& x, float alpha) { return unary("elu", x, Elu{alpha}); }

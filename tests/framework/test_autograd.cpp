@@ -46,7 +46,7 @@ std::vector<Tensor> run_every_op(const Tensor& x) {
           mean(x), reshape(x, Shape{8, 6}), permute(x, {2, 0, 1}), transpose(x, 0, 1),
           slice(x, 0, 1, 2), slice(x, 2, 1, 3), concat({x, x}, 1), embedding(emb, ids),
           layer_norm(x, w, w), rms_norm(x, w), l2_norm(x), softmax(x), log_softmax(x),
-          cross_entropy(x, targets), dropout(x, 0.5f, true, 1, 2), causal_conv1d(x, cw, w)};
+          cross_entropy(x, targets), dropout(x, 0.5f, true, 1, 2), causal_conv1d(x, cw, w), mul_silu(x, x)};
 }
 
 }  // namespace
@@ -325,6 +325,35 @@ TEST_CASE("autograd: l2_norm has the bits of rms_norm and then the scale, forwar
       CHECK(bit_equal(y_fused, y_ops));
       CHECK(bit_equal(g_fused, g_ops));
     }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("autograd: mul_silu has the bits of mul(a, silu(x)), forward and backward") {
+  // [300, 70]: the threaded loops; [40, 16]: one thread's. a and x each also used elsewhere
+  // before the gate (their gradients added to) or not (written fresh).
+  const int saved = omp_get_max_threads();
+  for (const Shape& shape : {Shape{300, 70}, Shape{40, 16}})
+    for (int threads : {1, 2})
+      for (bool shared : {false, true}) {
+        CAPTURE(threads);
+        CAPTURE(shared);
+        omp_set_num_threads(threads);
+        const Tensor c = gradcheck::uniform(shape, 41);
+        auto run = [&](bool fused) {
+          clear_tape();
+          Tensor a = param(shape, 42, -2, 2), x = param(shape, 43, -6, 6);
+          const Tensor y = fused ? mul_silu(a, x) : mul(a, silu(x));
+          Tensor loss = sum(mul(y, c));
+          if (shared) loss = add(loss, add(sum(mul(a, c)), sum(mul(x, c))));
+          backward(loss);
+          return std::vector<Tensor>{y, a.grad(), x.grad()};
+        };
+        const std::vector<Tensor> fused = run(true), ops = run(false);
+        for (size_t i = 0; i < fused.size(); ++i) {
+          CAPTURE(i);
+          CHECK(bit_equal(fused[i], ops[i]));
+        }
+      }
   omp_set_num_threads(saved);
 }
 

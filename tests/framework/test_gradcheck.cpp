@@ -452,6 +452,11 @@ TEST_CASE("gradcheck: taylor_features") {
   expect_grads("taylor_features F=1", {param({5, 1}, 2)}, phi);
 }
 
+TEST_CASE("gradcheck: mul_silu") {
+  expect_grads("mul_silu", {param({3, 7}, 1), param({3, 7}, 2, -4, 4)},
+               [](const V& in) { return mul_silu(in[0], in[1]); });
+}
+
 TEST_CASE("gradcheck: causal_conv1d_silu") {
   Tensor x = param({2, 6, 3}, 1), w = param({3, 1, 4}, 2), b = param({3}, 3);
   auto conv = [](const V& in) {

@@ -107,6 +107,7 @@ const std::map<std::string, Runner>& runners() {
       {"pow_scalar", {kTranscendental, [](const Case& c) { return pow_scalar(c.in[0], c.real("p")); }}},
       {"gelu", {kTranscendental, [](const Case& c) { return gelu(c.in[0]); }}},
       {"silu", {kTranscendental, [](const Case& c) { return silu(c.in[0]); }}},
+      {"mul_silu", {kTranscendental, [](const Case& c) { return mul_silu(c.in[0], c.in[1]); }}},
       {"elu", {kTranscendental, [](const Case& c) { return elu(c.in[0], c.real("alpha")); }}},
       {"elu_plus_one", {kTranscendental, [](const Case& c) { return elu_plus_one(c.in[0]); }}},
       {"softplus", {kTranscendental, [](const Case& c) { return softplus(c.in[0]); }}},

@@ -190,6 +190,7 @@ def gen_activation(w):
     w.case("gelu_noncontig", "gelu", [randn(6, 10)], lambda x: F.gelu(x, approximate="none"),
            pre={0: "slice,1,2,7"})
     w.case("silu", "silu", [3 * randn(*shape)], F.silu)
+    w.case("mul_silu", "mul_silu", [randn(*shape), 3 * randn(*shape)], lambda a, x: a * F.silu(x))
     w.case("elu", "elu", [away_from_zero(*shape)], lambda x: F.elu(x, 1.0), attrs={"alpha": 1.0})
     w.case("elu_alpha", "elu", [away_from_zero(*shape)], lambda x: F.elu(x, 0.7), attrs={"alpha": 0.7})
     w.case("elu_plus_one", "elu_plus_one", [away_from_zero(*shape)], lambda x: F.elu(x) + 1)
