@@ -303,31 +303,6 @@ TEST_CASE("autograd: the norms' one-pass backward gives the threaded bits, writt
   }
 }
 
-TEST_CASE("autograd: l2_norm has the bits of rms_norm and then the scale, forward and backward") {
-  // [300, 70] and [40, 16]: one thread's pass and the threaded one, a row tail, DeltaNet's heads.
-  const int saved = omp_get_max_threads();
-  for (const Shape& shape : {Shape{300, 70}, Shape{40, 16}})
-    for (int threads : {1, 2}) {
-      CAPTURE(threads);
-      omp_set_num_threads(threads);
-      const int64_t D = shape[1];
-      const Tensor c = gradcheck::uniform(shape, 31);
-      auto run = [&](bool fused) {
-        clear_tape();
-        Tensor x = param(shape, 32, -2, 2);
-        const Tensor y = fused ? l2_norm(x, 1e-6f)
-                               : mul_scalar(rms_norm(x, Tensor(), 1e-6f / float(D)), 1.f / std::sqrt(float(D)));
-        backward(sum(mul(y, c)));
-        return std::pair{y, x.grad()};
-      };
-      const auto [y_fused, g_fused] = run(true);
-      const auto [y_ops, g_ops] = run(false);
-      CHECK(bit_equal(y_fused, y_ops));
-      CHECK(bit_equal(g_fused, g_ops));
-    }
-  omp_set_num_threads(saved);
-}
-
 TEST_CASE("autograd: mul_silu has the bits of mul(a, silu(x)), forward and backward") {
   // [300, 70]: the threaded loops; [40, 16]: one thread's. a and x each also used elsewhere
   // before the gate (their gradients added to) or not (written fresh).

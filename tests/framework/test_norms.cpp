@@ -1,10 +1,12 @@
 // The norms' loops compiled for the common row widths (16 to 256) against their loop for any
 // width: the same bits forward and backward, at 1 and 2 threads. Together with the parity and
-// gradient checks, which run at other widths, this pins down every path.
+// gradient checks, which run at other widths, this pins down every path. And l2_norm against
+// rms_norm and a scale, bit for bit.
 #include <doctest/doctest.h>
 
 #include <omp.h>
 
+#include <cmath>
 #include <functional>
 #include <utility>
 
@@ -65,5 +67,30 @@ TEST_CASE("norms: the loops for the common widths give the general loop's bits")
           }
           for (size_t i = 0; i < compiled.size(); ++i) CHECK(bit_equal(compiled[i], general[i]));
         }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("norms: l2_norm has the bits of rms_norm and then the scale, forward and backward") {
+  // [300, 70] and [40, 16]: one thread's pass and the threaded one, a row tail, DeltaNet's heads.
+  const int saved = omp_get_max_threads();
+  for (const Shape& shape : {Shape{300, 70}, Shape{40, 16}})
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      omp_set_num_threads(threads);
+      const int64_t D = shape[1];
+      const Tensor c = gradcheck::uniform(shape, 31);
+      auto run = [&](bool fused) {
+        clear_tape();
+        Tensor x = param(shape, 32, -2, 2);
+        const Tensor y = fused ? l2_norm(x, 1e-6f)
+                               : mul_scalar(rms_norm(x, Tensor(), 1e-6f / float(D)), 1.f / std::sqrt(float(D)));
+        backward(sum(mul(y, c)));
+        return std::pair{y, x.grad()};
+      };
+      const auto [y_fused, g_fused] = run(true);
+      const auto [y_ops, g_ops] = run(false);
+      CHECK(bit_equal(y_fused, y_ops));
+      CHECK(bit_equal(g_fused, g_ops));
+    }
   omp_set_num_threads(saved);
 }
