@@ -271,23 +271,16 @@ void recompute_chunk(const Dims& d, const HeadRows& r, float scale, int64_t t0, 
 }
 
 // Asks for step t's rows of the inputs, and of the gradients for writing, ahead of their use:
-// the backward walks time downwards at a stride of H rows, which the hardware prefetcher did not
-// follow (the kernel's backward at S's shape 1.15x faster, docs/ARCHITECTURE.md). Inlined always:
-// a function that only prefetches has no effect GCC must keep, and it dropped the call.
+// the backward walks time downwards, which the hardware prefetcher did not follow (the kernel's
+// backward at S's shape 1.15x faster, docs/ARCHITECTURE.md). Inlined always, as lanes::prefetch.
 constexpr int64_t kPrefetchSteps = 6;
-[[gnu::always_inline]] inline void prefetch_step(const HeadRows& r, const float* gout, const GradRows& gr, int64_t Dk, int64_t Dv, int64_t t) {
-  constexpr int64_t line = 64 / sizeof(float);
-  for (int64_t i = 0; i < Dk; i += line) {
-    __builtin_prefetch(r.q + t * r.sk + i, 0, 3);
-    __builtin_prefetch(r.k + t * r.sk + i, 0, 3);
-    if (gr.q) __builtin_prefetch(gr.q + t * r.sk + i, 1, 3);
-    if (gr.k) __builtin_prefetch(gr.k + t * r.sk + i, 1, 3);
-  }
-  for (int64_t i = 0; i < Dv; i += line) {
-    __builtin_prefetch(r.v + t * r.sv + i, 0, 3);
-    __builtin_prefetch(gout + t * r.sv + i, 0, 3);
-    if (gr.v) __builtin_prefetch(gr.v + t * r.sv + i, 1, 3);
-  }
+[[gnu::always_inline]] inline void prefetch_step(const HeadRows& r, const float* gout, const GradRows& gr, int64_t Dk,
+                                                 int64_t Dv, int64_t t) {
+  for (const float* p : {r.q, r.k}) lanes::prefetch(p + t * r.sk, Dk);
+  for (const float* p : {r.v, gout}) lanes::prefetch(p + t * r.sv, Dv);
+  for (float* p : {gr.q, gr.k})
+    if (p) lanes::prefetch_for_write(p + t * r.sk, Dk);
+  if (gr.v) lanes::prefetch_for_write(gr.v + t * r.sv, Dv);
 }
 
 // The backward over one (batch, head) (the top of the file), adding into the non-null gradients;

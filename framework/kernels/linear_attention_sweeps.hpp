@@ -72,11 +72,10 @@ inline Rows rows_of(const Dims& d, int64_t bh, const float* q, const float* k, c
 }
 
 // A head's rows are H * D floats apart, short runs the hardware prefetcher follows poorly (at
-// H = 4 this halves the speed of long sequences), so the sweeps ask for rows kAhead steps away.
+// H = 4 this halves the speed of long sequences), so the sweeps ask for rows kAhead steps away
+// (lanes::prefetch).
 constexpr int64_t kAhead = 8;
-inline void prefetch(const float* row, int64_t n) {
-  for (int64_t i = 0; i < n; i += kLanes) __builtin_prefetch(row + i);
-}
+using lanes::prefetch;
 
 // z += kd, then qd . z: one serial chain of adds, in a fixed order (the committed results carry
 // the bits of the compiler's code for this loop, whose products at the ends of rows not a whole

@@ -199,22 +199,15 @@ inline void adjoint_rows_fixed(const AdjointStep& a, Tail tail) {
 
 // Asks for step t's rows of x, d y, B and C, and of their gradients for writing, ahead of their
 // use: the backward walks time downwards, which the hardware prefetcher did not follow (as in
-// delta_rule.cpp). Inlined always: a function that only prefetches has no effect GCC must keep.
+// delta_rule.cpp). Inlined always, as lanes::prefetch.
 constexpr int64_t kPrefetchSteps = 6;
 [[gnu::always_inline]] inline void prefetch_step(const Dims& d, const HeadRows& r, const float* gout,
                                                  const GradRows& gr, int64_t t) {
-  constexpr int64_t line = 64 / sizeof(float);
-  for (int64_t i = 0; i < d.P; i += line) {
-    __builtin_prefetch(r.x + t * r.sx + i, 0, 3);
-    __builtin_prefetch(gout + t * r.sx + i, 0, 3);
-    if (gr.x) __builtin_prefetch(gr.x + t * r.sx + i, 1, 3);
-  }
-  for (int64_t i = 0; i < d.N; i += line) {
-    __builtin_prefetch(r.B + t * r.sbc + i, 0, 3);
-    __builtin_prefetch(r.C + t * r.sbc + i, 0, 3);
-    if (gr.B) __builtin_prefetch(gr.B + t * d.N + i, 1, 3);
-    if (gr.C) __builtin_prefetch(gr.C + t * d.N + i, 1, 3);
-  }
+  for (const float* p : {r.x, gout}) lanes::prefetch(p + t * r.sx, d.P);
+  for (const float* p : {r.B, r.C}) lanes::prefetch(p + t * r.sbc, d.N);
+  if (gr.x) lanes::prefetch_for_write(gr.x + t * r.sx, d.P);
+  for (float* p : {gr.B, gr.C})
+    if (p) lanes::prefetch_for_write(p + t * d.N, d.N);
 }
 
 // The backward over one (batch, head) (the top of the file).
