@@ -72,11 +72,13 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("ssd_scan: fused matches the naive reference, forward and every gradient") {
   // N = 20 pads the state's rows; T = 80 spans three of the backward's checkpointed chunks; G = 2
-  // shares B and C between two heads each.
+  // shares B and C between two heads each. N = 16, 32 and 64 run the forward's register tiles
+  // (at N 64 one tile of 4 rows, then 2 rows alone).
   struct Size {
     int64_t B, T, H, P, G, N;
   };
-  for (const Size& s : {Size{2, 37, 4, 6, 2, 20}, Size{1, 1, 2, 3, 1, 5}, Size{1, 80, 2, 8, 1, 16}, Size{2, 33, 3, 4, 3, 32}})
+  for (const Size& s : {Size{2, 37, 4, 6, 2, 20}, Size{1, 1, 2, 3, 1, 5}, Size{1, 80, 2, 8, 1, 16}, Size{2, 33, 3, 4, 3, 32},
+                         Size{2, 40, 2, 6, 1, 64}})
     for (bool with_D : {true, false}) {
       CAPTURE(s.T);
       CAPTURE(s.G);
@@ -176,9 +178,10 @@ TEST_CASE("ssd_scan: one head per channel with N-wide B, C is Mamba's selective 
 }
 
 TEST_CASE("ssd_scan: stepping token by token equals the parallel forward, bit for bit") {
-  // N = 20 steps through a padded copy of the state, N = 32 in place.
+  // N = 20 steps through a padded copy of the state, N = 32 and 64 in place; the forward runs
+  // row by row at N 20 and in register tiles at N 32 (rows alone) and 64 (a tile of 4, then 2).
   const int64_t B = 2, T = 70, H = 4;
-  for (auto [G, N] : {std::pair<int64_t, int64_t>{2, 20}, {1, 32}})
+  for (auto [G, N] : {std::pair<int64_t, int64_t>{2, 20}, {1, 32}, {2, 64}})
     for (bool with_D : {true, false}) {
       CAPTURE(N);
       CAPTURE(with_D);
