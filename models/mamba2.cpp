@@ -104,12 +104,16 @@ Tensor Mamba2Mixer::mix(const Tensor& u, const Tensor& residual) {
   const int64_t B = u.size(0), T = u.size(1), GN = G * N;
   const Tensor zxbcdt = linear(u, in_proj_w);  // [B, T, 2E + 2GN + H]
   const Tensor z = slice(zxbcdt, -1, 0, E);
-  Tensor xBC = slice(zxbcdt, -1, E, 2 * E + 2 * GN);
   const Tensor dt_raw = slice(zxbcdt, -1, 2 * E + 2 * GN, 2 * E + 2 * GN + H);
-  xBC = causal_conv1d_silu(xBC, conv1d.weight, conv1d.bias);
-  const Tensor x = reshape(slice(xBC, -1, 0, E), Shape{B, T, H, P});
-  const Tensor Bm = reshape(slice(xBC, -1, E, E + GN), Shape{B, T, G, N});
-  const Tensor Cm = reshape(slice(xBC, -1, E + GN, E + 2 * GN), Shape{B, T, G, N});
+  // The convolution is depthwise: x, B and C each through their own channels' taps, sliced once
+  // from the projection (not as xBC and then again), with the bits of one call over xBC.
+  auto conv = [&](int64_t from, int64_t width) {
+    return causal_conv1d_silu(slice(zxbcdt, -1, E + from, E + from + width), slice(conv1d.weight, 0, from, from + width),
+                              slice(conv1d.bias, 0, from, from + width));
+  };
+  const Tensor x = reshape(conv(0, E), Shape{B, T, H, P});
+  const Tensor Bm = reshape(conv(E, GN), Shape{B, T, G, N});
+  const Tensor Cm = reshape(conv(E + GN, GN), Shape{B, T, G, N});
   const Tensor dt = softplus(add(dt_raw, dt_bias));  // [B, T, H]
   const Tensor A = mul_scalar(exp(A_log), -1.f);
   Tensor y = ssd_scan(x, dt, A, Bm, Cm, D_skip);

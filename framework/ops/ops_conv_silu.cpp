@@ -112,6 +112,59 @@ void weight_sums(const Conv& cv, const float* gz, int64_t c0, int64_t nc, float*
   }
 }
 
+
+// The backward in one pass, when the channels come in whole vectors and K is known (KC): each 16
+// channels walk their rows in order, recomputing d z (the first pass's operations, below), summing
+// d weight and d bias in registers (register_sums') and writing d x K-1 rows behind (the d x
+// pass'), from d z's last K rows kept in a ring. It reads x and g once and writes d x, where the
+// passes below also write d z whole and read it twice. Threads split the channels, so each
+// channel's sums run over the rows in order: the passes' bits.
+template <int KC>
+void backward_by_channels(const Conv& cv, const float* g, float* gx, bool gx_fresh, float* gw, float* gb) {
+  using namespace lanes;
+  const int64_t T = cv.T, C = cv.C, nv = C / kLanes;
+#pragma omp parallel for schedule(static) if (cv.B * T * C > kParallelMin)
+  for (int64_t v = 0; v < nv; ++v) {
+    const int64_t c1 = v * kLanes;
+    const float* x = cv.x + c1;
+    Lanes w[KC], acc[KC] = {}, sb = {};
+    for (int k = 0; k < KC; ++k) w[k] = ld(cv.wt.data() + k * C + c1);
+    float ring[KC][kLanes];  // d z of row t at ring[t % KC]
+    for (int64_t b = 0; b < cv.B; ++b)
+      for (int64_t t = 0; t < T + KC - 1; ++t) {
+        if (t < T) {  // d z of row t
+          const int64_t r = b * T + t, first = std::max<int64_t>(0, KC - 1 - t);
+          Lanes z = cv.bias ? ld(cv.bias + c1) : Lanes{};
+          for (int64_t k = first; k < KC; ++k) z = z + w[k] * ld(x + (r - KC + 1 + k) * C);
+          float* d = ring[t % KC];
+          st(d, z);
+          const float* gr = g + r * C + c1;
+#pragma omp simd
+          for (int c = 0; c < kLanes; ++c) {
+            const float zc = d[c], s = sigmoid_approx(zc);
+            d[c] = gr[c] * (s * (1.f + zc * (1.f - s)));
+          }
+          const Lanes dz = ld(d);
+          sb += dz;
+          for (int64_t k = 0; k < KC; ++k)
+            if (t - KC + 1 + k >= 0) acc[k] += dz * ld(x + (r - KC + 1 + k) * C);
+        }
+        const int64_t ts = t - (KC - 1);  // d x of row ts, from d z of rows ts .. ts + K - 1
+        if (gx && ts >= 0) {
+          float* gxr = gx + (b * T + ts) * C + c1;
+          Lanes a = gx_fresh ? Lanes{} : ld(gxr);
+          for (int64_t k = std::max<int64_t>(0, ts + KC - T); k < KC; ++k) a = a + w[k] * ld(ring[(ts + KC - 1 - k) % KC]);
+          st(gxr, a);
+        }
+      }
+    for (int l = 0; l < kLanes; ++l) {
+      if (gb) gb[c1 + l] += sb[l];
+      if (gw)
+        for (int64_t k = 0; k < KC; ++k) gw[(c1 + l) * KC + k] += acc[k][l];
+    }
+  }
+}
+
 }  // namespace
 
 Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -140,6 +193,10 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& b
     const int64_t T = conv->T, C = conv->C, K = conv->K;
     bool gx_fresh;
     float *gx = grad_for_write(x, &gx_fresh), *gw = grad_of(weight), *gb = grad_of(bias);
+    if (C % lanes::kLanes == 0 && K == 4) {  // Mamba's d_conv
+      backward_by_channels<4>(*conv, g, gx, gx_fresh, gw, gb);
+      return;
+    }
     // d pre-activation = g silu'(z), silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
     Tensor gz_t = Tensor::empty(x.shape());
     float* gz = gz_t.data();
