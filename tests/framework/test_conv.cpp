@@ -1,6 +1,6 @@
 // The causal depthwise conv's paths against each other: the decoding step against the whole
 // sequence, the fused conv + SiLU against its composition, and the fused op's register sums of
-// d weight and d bias against its plain loops. Finite-difference checks: test_gradcheck.
+// d weight and d bias and its one-pass backward against its plain loops. Finite-difference checks: test_gradcheck.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,6 +61,13 @@ TEST_CASE("causal_conv1d_silu equals silu(causal_conv1d): output and gradients")
   }
 }
 
+// Column c of t viewed as [rows, cols]: a [rows] tensor (shaped as `shape`).
+Tensor column(const Tensor& t, int64_t cols, int64_t c, Shape shape) {
+  Tensor out = Tensor::empty(shape);
+  for (int64_t r = 0; r < out.numel(); ++r) out.data()[r] = t.data()[r * cols + c];
+  return out;
+}
+
 TEST_CASE("causal_conv1d_silu: each channel's d weight and d bias have the bits of that channel alone") {
   // With 4 taps, channels are summed 16 at a time in registers and the rest by plain loops; a
   // channel alone (1 of 1) takes the plain loops. 37 channels: two register groups and 5 plain.
@@ -68,12 +75,6 @@ TEST_CASE("causal_conv1d_silu: each channel's d weight and d bias have the bits 
   const Tensor x = param({B, T, C}, 31), w = param({C, 1, K}, 32), b = param({C}, 33),
                g = param({B, T, C}, 34);
   backward(sum(mul(causal_conv1d_silu(x, w, b), g)));
-  // Column c of t viewed as [rows, cols]: a [rows] tensor (shaped as `shape`).
-  auto column = [](const Tensor& t, int64_t cols, int64_t c, Shape shape) {
-    Tensor out = Tensor::empty(shape);
-    for (int64_t r = 0; r < out.numel(); ++r) out.data()[r] = t.data()[r * cols + c];
-    return out;
-  };
   for (int64_t c = 0; c < C; ++c) {
     Tensor xc = column(x, C, c, Shape{B, T, 1}), wc = Tensor::empty(Shape{1, 1, K}),
            bc = column(b, C, c, Shape{1});
@@ -83,5 +84,30 @@ TEST_CASE("causal_conv1d_silu: each channel's d weight and d bias have the bits 
     CAPTURE(c);
     CHECK(std::memcmp(wc.grad().data(), w.grad().data() + c * K, sizeof(float) * K) == 0);
     CHECK(std::memcmp(bc.grad().data(), b.grad().data() + c, sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("causal_conv1d_silu: the one-pass backward has the bits of the passes, every gradient") {
+  // 32 channels and 4 taps take the one pass (channels in whole vectors); a channel alone takes
+  // the passes. T 2 < K - 1: every row's taps reach before the sequence.
+  for (const int64_t T : {21, 2}) {
+    CAPTURE(T);
+    const int64_t B = 3, C = 32, K = 4;
+    const Tensor x = param({B, T, C}, 41), w = param({C, 1, K}, 42), b = param({C}, 43), g = param({B, T, C}, 44);
+    const Tensor y = causal_conv1d_silu(x, w, b);
+    backward(sum(mul(y, g)));
+    for (int64_t c = 0; c < C; ++c) {
+      Tensor xc = column(x, C, c, Shape{B, T, 1}), wc = Tensor::empty(Shape{1, 1, K}), bc = column(b, C, c, Shape{1});
+      for (int64_t k = 0; k < K; ++k) wc.data()[k] = w.data()[c * K + k];
+      for (Tensor* t : {&xc, &wc, &bc}) t->requires_grad_();
+      const Tensor yc = causal_conv1d_silu(xc, wc, bc);
+      backward(sum(mul(yc, column(g, C, c, Shape{B, T, 1}))));
+      CAPTURE(c);
+      const Tensor want_y = column(y, C, c, Shape{B, T, 1}), want_gx = column(x.grad(), C, c, Shape{B, T, 1});
+      CHECK(std::memcmp(yc.data(), want_y.data(), sizeof(float) * size_t(B * T)) == 0);
+      CHECK(std::memcmp(xc.grad().data(), want_gx.data(), sizeof(float) * size_t(B * T)) == 0);
+      CHECK(std::memcmp(wc.grad().data(), w.grad().data() + c * K, sizeof(float) * K) == 0);
+      CHECK(std::memcmp(bc.grad().data(), b.grad().data() + c, sizeof(float)) == 0);
+    }
   }
 }
