@@ -1,4 +1,5 @@
-// The SSD scan: the fused kernel, its naive reference and the decoding step (ssd_scan.hpp).
+// The SSD scan's fused kernel (ssd_scan.hpp); its rows and step in ssd_rows.hpp, the naive
+// reference in ssd_scan_naive.cpp, the decoding step in ssd_scan_step.cpp.
 //
 // Forward, per (batch, head), one step, row p of the state (N values):
 //   a = exp(dt A);   H[p] <- a H[p] + (dt x[p]) B;   y[p] = H[p] . C + D x[p]
@@ -15,10 +16,13 @@
 // kChunk steps, and the backward recomputes a chunk's states from its checkpoint with the
 // forward's own step function (step_state: the same bits), then walks them backwards.
 // Rows are padded to whole vectors of 16 floats (B and C with zeros, so the padding stays 0).
-// Each (batch, head) is one thread's; dB and dC (shared by a group's heads) and dA, dD (shared by
-// the batch rows) go to per-head buffers first and are summed in a fixed order afterwards: the
-// results repeat bit for bit at any thread count.
+// Each (batch, head) is one thread's. dB and dC, shared by a group's heads, sum them in order:
+// added head by head when one thread takes a (batch, group)'s heads in turn, else from per-head
+// buffers afterwards. dA and dD, shared by the batch rows, go to per-head floats first and are
+// summed in a fixed order afterwards: the results repeat bit for bit at any thread count.
 #include "framework/kernels/ssd_scan.hpp"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +30,7 @@
 #include <vector>
 
 #include "framework/core/autograd.hpp"
-#include "framework/ops/ops.hpp"
+#include "framework/kernels/ssd_rows.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "framework/simd/lanes.hpp"
 
@@ -34,72 +38,9 @@ namespace tri {
 
 namespace {
 
-using lanes::bcast, lanes::hsum, lanes::ld, lanes::st, lanes::Lanes, lanes::kLanes;
+using namespace ssd_detail;
 
 constexpr int64_t kChunk = 32;  // steps between saved states
-
-inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
-
-struct Dims {
-  int64_t B, T, H, P, G, N, Np, hg;  // hg: heads per group
-};
-
-std::string shape_text(const Tensor& t) { return t.defined() ? t.shape().str() : "undefined"; }
-
-Dims check_inputs(const char* op, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
-                  const Tensor& Cm, const Tensor& D) {
-  auto fail = [&](const std::string& why) { return Error(std::string(op) + ": " + why); };
-  if (!x.defined() || x.dim() != 4) throw fail("x " + shape_text(x) + " must be [B, T, H, P]");
-  const int64_t B = x.size(0), T = x.size(1), H = x.size(2);
-  const Shape bth{B, T, H};
-  if (!dt.defined() || dt.shape() != bth) throw fail("dt " + shape_text(dt) + " must be " + bth.str());
-  if (!A.defined() || A.shape() != Shape{H}) throw fail("A " + shape_text(A) + " must be [" + std::to_string(H) + "]");
-  if (!Bm.defined() || Bm.dim() != 4 || Bm.size(0) != B || Bm.size(1) != T || Bm.size(2) < 1 || H % Bm.size(2) != 0)
-    throw fail("B " + shape_text(Bm) + " must be [B, T, G, N] with x's B, T and G dividing H = " + std::to_string(H));
-  if (!Cm.defined() || Cm.shape() != Bm.shape()) throw fail("C " + shape_text(Cm) + " must have B's shape " + Bm.shape().str());
-  if (D.defined() && D.shape() != Shape{H})
-    throw fail("D " + D.shape().str() + " must be [" + std::to_string(H) + "] or undefined");
-  const int64_t G = Bm.size(2), N = Bm.size(3);
-  return {B, T, H, x.size(3), G, N, padded(N), H / G};
-}
-
-// One step from the state `from` to S [P][Np] (the top of the file; from may be S: the
-// backward's recomputation keeps every state without copying one first): Bp, Cp are B_t, C_t
-// padded with zeros; writes y (P) when y is not null. D null: no skip term. The forward, the
-// backward's recomputation (without y: it needs the states only) and the decoding step all
-// call it.
-inline void step_state(const float* from, float* S, int64_t P, int64_t Np, const float* x, float dt, float a,
-                       const float* Bp, const float* Cp, const float* D, float* y) {
-  const Lanes av = bcast(a);
-  for (int64_t p = 0; p < P; ++p) {
-    const Lanes u = bcast(dt * x[p]);
-    Lanes acc = {};
-    const float* src = from + p * Np;
-    float* row = S + p * Np;
-    for (int64_t l0 = 0; l0 < Np; l0 += kLanes) {
-      const Lanes h = lanes::fma(av, ld(src + l0), u * ld(Bp + l0));  // the FMAs pinned: the tiles' bits
-      st(row + l0, h);
-      if (y) acc = lanes::fma(h, ld(Cp + l0), acc);
-    }
-    if (y) y[p] = D ? std::fma(*D, x[p], hsum(acc)) : hsum(acc);
-  }
-}
-
-// One (batch, head) of the layout: step t's row at base + t * stride.
-struct HeadRows {
-  const float *x, *dt, *B, *C;
-  int64_t sx, sdt, sbc;  // H P, H, G N
-  int64_t ox, odt, obc;  // the offsets of the head's first rows
-  int64_t h;
-};
-
-HeadRows rows_of(const Dims& d, int64_t bh, const float* x, const float* dt, const float* B, const float* C) {
-  const int64_t b = bh / d.H, h = bh % d.H, g = h / d.hg;
-  const int64_t ox = (b * d.T * d.H + h) * d.P, odt = b * d.T * d.H + h, obc = (b * d.T * d.G + g) * d.N;
-  return {x + ox, dt + odt, B + obc, C + obc, d.H * d.P, d.H, d.G * d.N, ox, odt, obc, h};
-}
-
-inline void copy_row(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
 
 // The forward over one (batch, head): y's rows (out, stride H P) and, when ckpt is not null, the
 // state before every kChunk-th step (ckpt + c P Np: S before step c kChunk).
@@ -119,9 +60,12 @@ void forward_head(const Dims& d, const HeadRows& r, float A, const float* D, flo
 }
 
 // Where one (batch, head)'s gradients go (null: not needed): x and dt at the head's first rows
-// (added into), B and C into the head's own [T, N] buffers (written), A and D one float each.
+// (added into), B and C rows sBC floats apart (added into when add_BC, else written), A and D one
+// float each.
 struct GradRows {
   float *x, *dt, *B, *C, *A, *D;
+  int64_t sBC;
+  bool add_BC;
 };
 
 struct BackwardScratch {
@@ -207,7 +151,7 @@ constexpr int64_t kPrefetchSteps = 6;
   for (const float* p : {r.B, r.C}) lanes::prefetch(p + t * r.sbc, d.N);
   if (gr.x) lanes::prefetch_for_write(gr.x + t * r.sx, d.P);
   for (float* p : {gr.B, gr.C})
-    if (p) lanes::prefetch_for_write(p + t * d.N, d.N);
+    if (p) lanes::prefetch_for_write(p + t * gr.sBC, d.N);
 }
 
 // The forward in register tiles, when N is a multiple of 16 and at most 64 (G = N / 16 vectors a
@@ -320,8 +264,14 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
       const float das = hsum(da) * a;
       if (gr.dt) gr.dt[t * r.sdt] += ddt + A * das;
       dA += dt * das;
-      if (gr.B) copy_row(s.dB.data(), d.N, gr.B + t * d.N);
-      if (gr.C) copy_row(s.dC.data(), d.N, gr.C + t * d.N);
+      for (auto [dst, src] : {std::pair{gr.B, s.dB.data()}, std::pair{gr.C, s.dC.data()}}) {
+        if (!dst) continue;
+        float* o = dst + t * gr.sBC;
+        if (gr.add_BC)
+          for (int64_t i = 0; i < d.N; ++i) o[i] += src[i];
+        else
+          copy_row(src, d.N, o);
+      }
     }
   }
   if (gr.A) *gr.A = dA;
@@ -378,41 +328,59 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
     const int64_t BH = d.B * d.H;
     float *gx = grad_of(x), *gdt = grad_of(dt), *gA = grad_of(A), *gB = grad_of(Bm), *gC = grad_of(Cm);
     float* gD = D.defined() ? grad_of(D) : nullptr;
-    // Per head: dB and dC [T, N], dA and dD one float; summed below in a fixed order.
-    std::vector<float> hB(gB ? size_t(BH * d.T * d.N) : 0), hC(gC ? size_t(BH * d.T * d.N) : 0);
+    // dB and dC [B, T, G, N] sum a group's heads in order. With enough (batch, group) pairs to
+    // share out, a thread takes a pair's heads in turn and adds each into them; otherwise the
+    // heads run apart into their own [T, N] buffers, summed in that order afterwards. dA and dD:
+    // one float per head, summed below.
+    const bool by_group = d.B * d.G >= 2 * omp_get_max_threads();
+    const bool buffered = !by_group && (gB || gC);
+    std::vector<float> hB(buffered && gB ? size_t(BH * d.T * d.N) : 0), hC(buffered && gC ? size_t(BH * d.T * d.N) : 0);
     std::vector<float> hA(static_cast<size_t>(BH)), hD(static_cast<size_t>(BH));
     const float* Dp = D.defined() ? D.data() : nullptr;
+    auto head = [&](int64_t bh, BackwardScratch& scratch) {
+      const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
+      GradRows gh{gx ? gx + r.ox : nullptr, gdt ? gdt + r.odt : nullptr, nullptr, nullptr, hA.data() + bh,
+                  hD.data() + bh, d.N, false};
+      if (by_group) {
+        gh.B = gB ? gB + r.obc : nullptr;
+        gh.C = gC ? gC + r.obc : nullptr;
+        gh.sBC = r.sbc;
+        gh.add_BC = true;
+      } else {
+        gh.B = gB ? hB.data() + bh * d.T * d.N : nullptr;
+        gh.C = gC ? hC.data() + bh * d.T * d.N : nullptr;
+      }
+      backward_head(d, r, A.data()[r.h], Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head, gout + r.ox, gh,
+                    scratch);
+    };
 #pragma omp parallel if (BH > 1)
     {
       lanes::FlushSubnormals ftz;
       BackwardScratch scratch(d);
+      if (by_group) {
 #pragma omp for schedule(static)
-      for (int64_t bh = 0; bh < BH; ++bh) {
-        const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
-        const GradRows gh{gx ? gx + r.ox : nullptr,
-                          gdt ? gdt + r.odt : nullptr,
-                          gB ? hB.data() + bh * d.T * d.N : nullptr,
-                          gC ? hC.data() + bh * d.T * d.N : nullptr,
-                          hA.data() + bh,
-                          hD.data() + bh};
-        backward_head(d, r, A.data()[r.h], Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head, gout + r.ox, gh,
-                      scratch);
+        for (int64_t bg = 0; bg < d.B * d.G; ++bg)
+          for (int64_t j = 0; j < d.hg; ++j) head((bg / d.G) * d.H + (bg % d.G) * d.hg + j, scratch);
+      } else {
+#pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < BH; ++bh) head(bh, scratch);
       }
-      // dB, dC [B, T, G, N]: the group's heads in order.
+      if (buffered) {  // dB, dC [B, T, G, N]: the group's heads in order.
 #pragma omp for schedule(static)
-      for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
-        const int64_t b = bt / d.T, t = bt % d.T;
-        for (int64_t g = 0; g < d.G; ++g)
-          for (int which = 0; which < 2; ++which) {
-            float* dst = which ? gC : gB;
-            if (!dst) continue;
-            const std::vector<float>& src = which ? hC : hB;
-            float* o = dst + (bt * d.G + g) * d.N;
-            for (int64_t j = 0; j < d.hg; ++j) {
-              const float* h = src.data() + ((b * d.H + g * d.hg + j) * d.T + t) * d.N;
-              for (int64_t i = 0; i < d.N; ++i) o[i] += h[i];
+        for (int64_t bt = 0; bt < d.B * d.T; ++bt) {
+          const int64_t b = bt / d.T, t = bt % d.T;
+          for (int64_t g = 0; g < d.G; ++g)
+            for (int which = 0; which < 2; ++which) {
+              float* dst = which ? gC : gB;
+              if (!dst) continue;
+              const std::vector<float>& src = which ? hC : hB;
+              float* o = dst + (bt * d.G + g) * d.N;
+              for (int64_t j = 0; j < d.hg; ++j) {
+                const float* h = src.data() + ((b * d.H + g * d.hg + j) * d.T + t) * d.N;
+                for (int64_t i = 0; i < d.N; ++i) o[i] += h[i];
+              }
             }
-          }
+        }
       }
     }
     // dA, dD [H]: the batch rows in order.
@@ -422,68 +390,6 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
         if (gD) gD[h] += hD[size_t(b * d.H + h)];
       }
   });
-  return out;
-}
-
-Tensor ssd_scan_naive(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
-                      const Tensor& D) {
-  const Dims d = check_inputs("ssd_scan_naive", x, dt, A, Bm, Cm, D);
-  const int64_t B = d.B, G = d.G, hg = d.hg, P = d.P, N = d.N;
-  // Heads as [G, hg] so that a group's B and C broadcast over its heads; time-major for views.
-  const Tensor xt = permute(x, {1, 0, 2, 3}), dtt = permute(dt, {1, 0, 2});
-  const Tensor Bt = permute(Bm, {1, 0, 2, 3}), Ct = permute(Cm, {1, 0, 2, 3});
-  const Tensor Ah = reshape(A, Shape{1, G, hg, 1, 1});
-  Tensor S = Tensor::zeros(Shape{B, G, hg, P, N});
-  std::vector<Tensor> outs;
-  for (int64_t t = 0; t < d.T; ++t) {
-    const Tensor xs = reshape(slice(xt, 0, t, t + 1), Shape{B, G, hg, P, 1});
-    const Tensor ds = reshape(slice(dtt, 0, t, t + 1), Shape{B, G, hg, 1, 1});
-    const Tensor bs = reshape(slice(Bt, 0, t, t + 1), Shape{B, G, 1, 1, N});
-    const Tensor cs = reshape(slice(Ct, 0, t, t + 1), Shape{B, G, 1, 1, N});
-    S = add(mul(S, exp(mul(ds, Ah))), mul(mul(ds, xs), bs));  // a H + dt x B^T
-    Tensor y = sum(mul(S, cs), {4});                           // H C: [B, G, hg, P]
-    if (D.defined()) y = add(y, mul(reshape(xs, Shape{B, G, hg, P}), reshape(D, Shape{1, G, hg, 1})));
-    outs.push_back(reshape(y, Shape{1, B, d.H, P}));
-  }
-  return permute(concat(outs, 0), {1, 0, 2, 3});
-}
-
-Tensor ssd_scan_step(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
-                     const Tensor& D, Tensor& state) {
-  const Dims d = check_inputs("ssd_scan_step", x, dt, A, Bm, Cm, D);
-  if (d.T != 1)
-    throw Error("ssd_scan_step: takes one time step, got T = " + std::to_string(d.T) + " in x " + x.shape().str());
-  const Shape s_shape{d.B, d.H, d.P, d.N};
-  if (!state.defined() || state.shape() != s_shape)
-    throw Error("ssd_scan_step: state " + shape_text(state) + " must be " + s_shape.str());
-  Tensor out = Tensor::empty(x.shape());
-  const int64_t BH = d.B * d.H, n = d.P * d.N;
-  const bool pad = d.N != d.Np;  // the step runs on a padded copy of the state
-  const float* Dp = D.defined() ? D.data() : nullptr;
-  auto heads = [&] {  // an orphaned `omp for`: inside a parallel region it splits the heads
-    std::vector<float> Sp(size_t(pad ? d.P * d.Np : 0)), Bp(size_t(d.Np)), Cp(size_t(d.Np));
-#pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < BH; ++bh) {
-      const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
-      float* Sh = state.data() + bh * n;
-      float* W = pad ? Sp.data() : Sh;
-      if (pad) {
-        std::fill(Sp.begin(), Sp.end(), 0.f);
-        for (int64_t p = 0; p < d.P; ++p) std::copy(Sh + p * d.N, Sh + (p + 1) * d.N, W + p * d.Np);
-      }
-      std::fill(Bp.begin(), Bp.end(), 0.f);
-      std::fill(Cp.begin(), Cp.end(), 0.f);
-      copy_row(r.B, d.N, Bp.data());
-      copy_row(r.C, d.N, Cp.data());
-      const float dt0 = r.dt[0], A_h = A.data()[r.h];
-      step_state(W, W, d.P, d.Np, r.x, dt0, std::exp(dt0 * A_h), Bp.data(), Cp.data(), Dp ? Dp + r.h : nullptr,
-                 out.data() + r.ox);
-      if (pad)
-        for (int64_t p = 0; p < d.P; ++p) std::copy(W + p * d.Np, W + p * d.Np + d.N, Sh + p * d.N);
-    }
-  };
-  parallel_if(BH * n > (1 << 16), heads);
-  state.bump_version();
   return out;
 }
 

@@ -224,17 +224,23 @@ TEST_CASE("ssd_scan: output t has exactly zero gradient w.r.t. inputs after t") 
 }
 
 TEST_CASE("ssd_scan: results repeat bit for bit, at any thread count") {
-  Problem p(2, 80, 4, 6, 2, 20, true, 51);
-  Tensor w = gradcheck::uniform({2, 80, 4, 6}, 52);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Result one = forward_backward(p, ssd_scan, w);
-  omp_set_num_threads(std::max(2, threads));
-  const Result two = forward_backward(p, ssd_scan, w), again = forward_backward(p, ssd_scan, w);
-  omp_set_num_threads(threads);
-  for (const Result* r : {&two, &again}) {
-    CHECK(same_bits(r->out, one.out));
-    for (size_t i = 0; i < one.grads.size(); ++i) CHECK(same_bits(r->grads[i], one.grads[i]));
+  // B G = 2 (batch 1): at 1 thread a thread takes a group's heads in turn and adds each into dB
+  // and dC; at 2 threads the heads run apart into their own buffers. B G = 4 (batch 2): in turn
+  // at both.
+  for (const int64_t batch : {2, 1}) {
+    CAPTURE(batch);
+    Problem p(batch, 80, 4, 6, 2, 20, true, 51);
+    Tensor w = gradcheck::uniform({batch, 80, 4, 6}, 52);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Result one = forward_backward(p, ssd_scan, w);
+    omp_set_num_threads(std::max(2, threads));
+    const Result two = forward_backward(p, ssd_scan, w), again = forward_backward(p, ssd_scan, w);
+    omp_set_num_threads(threads);
+    for (const Result* r : {&two, &again}) {
+      CHECK(same_bits(r->out, one.out));
+      for (size_t i = 0; i < one.grads.size(); ++i) CHECK(same_bits(r->grads[i], one.grads[i]));
+    }
   }
 }
 
