@@ -69,7 +69,7 @@ struct GradRows {
 };
 
 struct BackwardScratch {
-  std::vector<float> states, dH, Bp, Cp, dB, dC;
+  std::vector<float> states, dH, Bp, Cp, dB, dC, a;
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.P * d.Np)), dH(size_t(d.P * d.Np)), Bp(size_t(d.Np)), Cp(size_t(d.Np)),
         dB(size_t(d.Np)), dC(size_t(d.Np)) {}
@@ -215,10 +215,22 @@ void forward_head_tiled(const Dims& d, const HeadRows& r, const float* a, const 
   for (; p0 < d.P; ++p0) forward_tile<G, 1>(d, r, a, p0, D, out, ckpt);
 }
 
-// The backward over one (batch, head) (the top of the file).
-void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, const float* ckpt, const float* gout,
-                   const GradRows& gr, BackwardScratch& s) {
+// a_t = exp(dt_t A) of one (batch, head), as forward_head computes it.
+void decays(const Dims& d, const HeadRows& r, float A, std::vector<float>& a) {
+  a.resize(size_t(d.T));
+  for (int64_t t = 0; t < d.T; ++t) a[size_t(t)] = std::exp(r.dt[t * r.sdt] * A);
+}
+
+// The backward over one (batch, head) (the top of the file); a: its decays (decays()).
+void backward_head(const Dims& d, const HeadRows& r, float A, const float* a, const float* D, const float* ckpt,
+                   const float* gout, const GradRows& gr, BackwardScratch& s) {
   const int64_t n = d.P * d.Np, P = d.P, Np = d.Np;
+  // Step t's B and C rows: in place when N fills whole vectors, else padded copies.
+  auto row = [&](const float* src, std::vector<float>& buf) {
+    if (d.N == Np) return src;
+    copy_row(src, d.N, buf.data());
+    return static_cast<const float*>(buf.data());
+  };
   std::fill(s.dH.begin(), s.dH.end(), 0.f);
   std::fill(s.Bp.begin(), s.Bp.end(), 0.f);
   std::fill(s.Cp.begin(), s.Cp.end(), 0.f);
@@ -231,25 +243,22 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
     for (int64_t t = t0; t < t1; ++t) {
       float* S = s.states.data() + (t - t0 + 1) * n;
-      copy_row(r.B + t * r.sbc, d.N, s.Bp.data());
-      copy_row(r.C + t * r.sbc, d.N, s.Cp.data());
-      const float dt = r.dt[t * r.sdt];
-      step_state(S - n, S, P, Np, r.x + t * r.sx, dt, std::exp(dt * A), s.Bp.data(), s.Cp.data(), D, nullptr);
+      step_state(S - n, S, P, Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], row(r.B + t * r.sbc, s.Bp), nullptr, D,
+                 nullptr);
     }
     for (int64_t t = t1 - 1; t >= t0; --t) {
       if (t >= kPrefetchSteps) prefetch_step(d, r, gout, gr, t - kPrefetchSteps);
       const float* Ht = s.states.data() + (t - t0 + 1) * n;
       const float* Hp = Ht - n;
       const float *x = r.x + t * r.sx, *dy = gout + t * r.sx;
-      const float dt = r.dt[t * r.sdt], a = std::exp(dt * A);
-      copy_row(r.B + t * r.sbc, d.N, s.Bp.data());
-      copy_row(r.C + t * r.sbc, d.N, s.Cp.data());
+      const float dt = r.dt[t * r.sdt];
       std::fill(s.dB.begin(), s.dB.end(), 0.f);
       std::fill(s.dC.begin(), s.dC.end(), 0.f);
-      const Lanes av = bcast(a);
+      const Lanes av = bcast(a[t]);
       Lanes da = {};
       float ddt = 0.f;
-      const AdjointStep step{P, dH, Ht, Hp, s.Bp.data(), s.Cp.data(), dy, x, dt, av, s.dB.data(), s.dC.data(), &da};
+      const AdjointStep step{P,  dH, Ht, Hp, row(r.B + t * r.sbc, s.Bp), row(r.C + t * r.sbc, s.Cp), dy, x, dt, av,
+                             s.dB.data(), s.dC.data(), &da};
       auto tail = [&](int64_t p, float spp) {  // the FMAs GCC chose here, pinned (std::fma)
         if (gr.x) gr.x[t * r.sx + p] += D ? std::fma(*D, dy[p], dt * spp) : dt * spp;
         ddt = std::fma(x[p], spp, ddt);
@@ -261,7 +270,7 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
         case 4: adjoint_rows_fixed<4>(step, tail); break;
         default: adjoint_rows(step, Np, tail);
       }
-      const float das = hsum(da) * a;
+      const float das = hsum(da) * a[t];
       if (gr.dt) gr.dt[t * r.sdt] += ddt + A * das;
       dA += dt * das;
       for (auto [dst, src] : {std::pair{gr.B, s.dB.data()}, std::pair{gr.C, s.dC.data()}}) {
@@ -280,12 +289,6 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* D, co
 
 // Vectors per row when the register tiles serve this N (a multiple of 16, at most 64), else 0.
 int tiled_vectors(const Dims& d) { return d.N == d.Np && d.Np <= 4 * kLanes ? int(d.Np / kLanes) : 0; }
-
-// a_t = exp(dt_t A) of one (batch, head), as forward_head computes it.
-void decays(const Dims& d, const HeadRows& r, float A, std::vector<float>& a) {
-  a.resize(size_t(d.T));
-  for (int64_t t = 0; t < d.T; ++t) a[size_t(t)] = std::exp(r.dt[t * r.sdt] * A);
-}
 
 }  // namespace
 
@@ -350,8 +353,9 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
         gh.B = gB ? hB.data() + bh * d.T * d.N : nullptr;
         gh.C = gC ? hC.data() + bh * d.T * d.N : nullptr;
       }
-      backward_head(d, r, A.data()[r.h], Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head, gout + r.ox, gh,
-                    scratch);
+      decays(d, r, A.data()[r.h], scratch.a);
+      backward_head(d, r, A.data()[r.h], scratch.a.data(), Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head,
+                    gout + r.ox, gh, scratch);
     };
 #pragma omp parallel if (BH > 1)
     {
