@@ -185,6 +185,7 @@ template <int G, int R>
 void forward_tile(const Dims& d, const HeadRows& r, const float* a, int64_t p0, const float* D, float* out,
                   float* ckpt) {
   constexpr int64_t Np = G * kLanes;
+  constexpr bool kFolded = R == 4 || R == 8 || R == 16;  // the rows' sums folded together (hsum_pairs)
   const int64_t n = d.P * Np;
   Lanes h[R][G] = {};
   for (int64_t t = 0; t < d.T; ++t) {
@@ -195,14 +196,25 @@ void forward_tile(const Dims& d, const HeadRows& r, const float* a, int64_t p0, 
     const float dt = r.dt[t * r.sdt];
     const Lanes av = bcast(a[t]);
     float* y = out + t * r.sx;
-  #pragma GCC unroll 16
+    Lanes even{}, pairs[kFolded ? R / 2 : 1];
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const int64_t p = p0 + i;
       update_row(h[i], av, bcast(dt * x[p]), B);
       Lanes acc = {};
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g) acc = lanes::fma(h[i][g], ld(C + g * kLanes), acc);
-      y[p] = D ? std::fma(*D, x[p], hsum(acc)) : hsum(acc);
+      if constexpr (!kFolded)
+        y[p] = D ? std::fma(*D, x[p], hsum(acc)) : hsum(acc);
+      else if (i % 2 == 0)
+        even = acc;
+      else
+        pairs[i / 2] = lanes::hsum16_pair(even, acc);
+    }
+    if constexpr (kFolded) {
+      const Lanes sums = lanes::hsum_pairs<R>(pairs);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) y[p0 + i] = D ? std::fma(*D, x[p0 + i], sums[i]) : sums[i];
     }
   }
 }

@@ -90,6 +90,17 @@ inline Lanes hsum16(const Lanes (&r)[kLanes]) {
   return hsum16_pairs(h8);
 }
 
+// hsum16 for R = 4, 8 or 16 rows, given their R / 2 pairs (hsum16_pair of rows 2i and 2i + 1):
+// lane i of the result is hsum(row i), bit for bit, for i < R; the other lanes repeat them (the
+// pairs repeated to 8, whose repeated folds the compiler computes once).
+template <int R>
+inline Lanes hsum_pairs(const Lanes (&pairs)[R / 2]) {
+  static_assert(R == 4 || R == 8 || R == 16, "4, 8 or 16 rows");
+  Lanes h8[8];
+  for (int i = 0; i < 8; ++i) h8[i] = pairs[i % (R / 2)];
+  return hsum16_pairs(h8);
+}
+
 // hsum16 fed one row at a time (row i of 16; i is known at compile time once the caller's loop
 // is unrolled): each pair of rows is folded (hsum16_pair) as soon as both exist, so that 8
 // vectors are live instead of 16 and a caller can keep its rows in registers. sum() is hsum16

@@ -178,17 +178,23 @@ TEST_CASE("ssd_scan: one head per channel with N-wide B, C is Mamba's selective 
 }
 
 TEST_CASE("ssd_scan: stepping token by token equals the parallel forward, bit for bit") {
-  // N = 20 steps through a padded copy of the state, N = 32 and 64 in place; the forward runs
-  // row by row at N 20 and in register tiles at N 32 (rows alone) and 64 (a tile of 4, then 2).
+  // N = 20 steps through a padded copy of the state, N 16, 32 and 64 in place; the forward runs
+  // row by row at N 20 and in register tiles of 16 / N rows otherwise (their sums folded
+  // together), then the rows left one at a time.
   const int64_t B = 2, T = 70, H = 4;
-  for (auto [G, N] : {std::pair<int64_t, int64_t>{2, 20}, {1, 32}, {2, 64}})
+  struct Size {
+    int64_t G, N, P;
+  };
+  for (const Size& z : {Size{2, 20, 6}, Size{1, 32, 6}, Size{1, 32, 9}, Size{2, 64, 6}, Size{1, 16, 18}})
     for (bool with_D : {true, false}) {
+      const int64_t G = z.G, N = z.N, P = z.P;
       CAPTURE(N);
+      CAPTURE(P);
       CAPTURE(with_D);
       NoGradGuard no_grad;
-      const Problem p(B, T, H, 6, G, N, with_D, 31);
+      const Problem p(B, T, H, P, G, N, with_D, 31);
       const Tensor full = ssd_scan(p.x, p.dt, p.A, p.Bm, p.Cm, p.D);
-      Tensor S = Tensor::zeros({B, H, 6, N});
+      Tensor S = Tensor::zeros({B, H, P, N});
       // Token t of every batch row, as [B, 1, ...].
       auto token = [&](const Tensor& x, int64_t t) {
         std::vector<Tensor> rows;
