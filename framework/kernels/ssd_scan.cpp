@@ -157,9 +157,11 @@ constexpr int64_t kPrefetchSteps = 6;
 // The forward in register tiles, when N is a multiple of 16 and at most 64 (G = N / 16 vectors a
 // row). The state's rows are independent (row p evolves by a, dt x[p] and B alone), so a tile of
 // R rows walks all T steps with its rows in registers instead of loading and storing the state
-// at every step: step_state's operations on each row, in its order, the same bits. The backward
-// mixes rows in its per-step sums (dB, dC, da); tiled alike, with the sums passed from tile to
-// tile through memory, it ran 1.3x slower (GCC spilled the tile), so it stays row by row.
+// at every step: step_state's operations on each row, in its order, the same bits. The
+// backward's recomputation runs in the same tiles. Its adjoint mixes rows in its per-step sums
+// (dB, dC, da); tiled alike, with the sums passed from tile to tile through memory, it ran 1.2-2x
+// slower (GCC spilled the tile, and each tile-step's prefetches and sums cost more than the L2
+// reads saved), so it stays row by row.
 constexpr int kTileVectors = 16;  // R G vectors of state in registers
 
 template <int G>
@@ -227,6 +229,40 @@ void forward_head_tiled(const Dims& d, const HeadRows& r, const float* a, const 
   for (; p0 < d.P; ++p0) forward_tile<G, 1>(d, r, a, p0, D, out, ckpt);
 }
 
+// The backward's recomputation of a chunk [t0, t1) in the forward's register tiles: states[i + 1]
+// (rows p0 .. p0 + R - 1) is the state after step t0 + i, from the checkpoint in states[0].
+template <int G, int R>
+void recompute_tile(const Dims& d, const HeadRows& r, const float* a, int64_t p0, int64_t t0, int64_t t1,
+                    float* states) {
+  constexpr int64_t Np = G * kLanes;
+  const int64_t n = d.P * Np;
+  Lanes h[R][G];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) load_rows(h[i], states + (p0 + i) * Np);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float *x = r.x + t * r.sx, *B = r.B + t * r.sbc;
+    const float dt = r.dt[t * r.sdt];
+    const Lanes av = bcast(a[t]);
+    float* S = states + (t - t0 + 1) * n;
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      update_row(h[i], av, bcast(dt * x[p0 + i]), B);
+      store_rows(S + (p0 + i) * Np, h[i]);
+    }
+  }
+}
+
+template <int G>
+void recompute_tiled(const Dims& d, const HeadRows& r, const float* a, int64_t t0, int64_t t1, float* states) {
+  constexpr int R = kTileVectors / G;
+  int64_t p0 = 0;
+  for (; p0 + R <= d.P; p0 += R) recompute_tile<G, R>(d, r, a, p0, t0, t1, states);
+  for (; p0 < d.P; ++p0) recompute_tile<G, 1>(d, r, a, p0, t0, t1, states);
+}
+
+// Vectors per row when the register tiles serve this N (a multiple of 16, at most 64), else 0.
+int tiled_vectors(const Dims& d) { return d.N == d.Np && d.Np <= 4 * kLanes ? int(d.Np / kLanes) : 0; }
+
 // a_t = exp(dt_t A) of one (batch, head), as forward_head computes it.
 void decays(const Dims& d, const HeadRows& r, float A, std::vector<float>& a) {
   a.resize(size_t(d.T));
@@ -253,10 +289,17 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* a, co
     const int64_t t0 = c * kChunk, t1 = std::min(d.T, t0 + kChunk);
     // The chunk's states, from its checkpoint: states[i + 1] is S after step t0 + i.
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
-    for (int64_t t = t0; t < t1; ++t) {
-      float* S = s.states.data() + (t - t0 + 1) * n;
-      step_state(S - n, S, P, Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], row(r.B + t * r.sbc, s.Bp), nullptr, D,
-                 nullptr);
+    switch (tiled_vectors(d)) {
+      case 1: recompute_tiled<1>(d, r, a, t0, t1, s.states.data()); break;
+      case 2: recompute_tiled<2>(d, r, a, t0, t1, s.states.data()); break;
+      case 3: recompute_tiled<3>(d, r, a, t0, t1, s.states.data()); break;
+      case 4: recompute_tiled<4>(d, r, a, t0, t1, s.states.data()); break;
+      default:
+        for (int64_t t = t0; t < t1; ++t) {
+          float* S = s.states.data() + (t - t0 + 1) * n;
+          step_state(S - n, S, P, Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], row(r.B + t * r.sbc, s.Bp), nullptr, D,
+                     nullptr);
+        }
     }
     for (int64_t t = t1 - 1; t >= t0; --t) {
       if (t >= kPrefetchSteps) prefetch_step(d, r, gout, gr, t - kPrefetchSteps);
@@ -298,9 +341,6 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* a, co
   if (gr.A) *gr.A = dA;
   if (gr.D) *gr.D = dD;
 }
-
-// Vectors per row when the register tiles serve this N (a multiple of 16, at most 64), else 0.
-int tiled_vectors(const Dims& d) { return d.N == d.Np && d.Np <= 4 * kLanes ? int(d.Np / kLanes) : 0; }
 
 }  // namespace
 
