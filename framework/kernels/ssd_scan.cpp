@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/core/autograd.hpp"
@@ -42,9 +43,10 @@ using namespace ssd_detail;
 
 constexpr int64_t kChunk = 32;  // steps between saved states
 
-// The forward over one (batch, head): y's rows (out, stride H P) and, when ckpt is not null, the
-// state before every kChunk-th step (ckpt + c P Np: S before step c kChunk).
-void forward_head(const Dims& d, const HeadRows& r, float A, const float* D, float* S, float* Bp, float* Cp,
+// The forward over one (batch, head), row by row (a: its decays, decays()): y's rows (out, stride
+// H P) and, when ckpt is not null, the state before every kChunk-th step (ckpt + c P Np: S before
+// step c kChunk).
+void forward_head(const Dims& d, const HeadRows& r, const float* a, const float* D, float* S, float* Bp, float* Cp,
                   float* out, float* ckpt) {
   const int64_t n = d.P * d.Np;
   std::fill(S, S + n, 0.f);
@@ -54,8 +56,7 @@ void forward_head(const Dims& d, const HeadRows& r, float A, const float* D, flo
     if (ckpt && t % kChunk == 0) std::copy(S, S + n, ckpt + (t / kChunk) * n);
     copy_row(r.B + t * r.sbc, d.N, Bp);
     copy_row(r.C + t * r.sbc, d.N, Cp);
-    const float dt = r.dt[t * r.sdt];
-    step_state(S, S, d.P, d.Np, r.x + t * r.sx, dt, std::exp(dt * A), Bp, Cp, D, out + t * r.sx);
+    step_state(S, S, d.P, d.Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], Bp, Cp, D, out + t * r.sx);
   }
 }
 
@@ -221,14 +222,6 @@ void forward_tile(const Dims& d, const HeadRows& r, const float* a, int64_t p0, 
   }
 }
 
-template <int G>
-void forward_head_tiled(const Dims& d, const HeadRows& r, const float* a, const float* D, float* out, float* ckpt) {
-  constexpr int R = kTileVectors / G;
-  int64_t p0 = 0;
-  for (; p0 + R <= d.P; p0 += R) forward_tile<G, R>(d, r, a, p0, D, out, ckpt);
-  for (; p0 < d.P; ++p0) forward_tile<G, 1>(d, r, a, p0, D, out, ckpt);
-}
-
 // The backward's recomputation of a chunk [t0, t1) in the forward's register tiles: states[i + 1]
 // (rows p0 .. p0 + R - 1) is the state after step t0 + i, from the checkpoint in states[0].
 template <int G, int R>
@@ -252,18 +245,28 @@ void recompute_tile(const Dims& d, const HeadRows& r, const float* a, int64_t p0
   }
 }
 
-template <int G>
-void recompute_tiled(const Dims& d, const HeadRows& r, const float* a, int64_t t0, int64_t t1, float* states) {
-  constexpr int R = kTileVectors / G;
-  int64_t p0 = 0;
-  for (; p0 + R <= d.P; p0 += R) recompute_tile<G, R>(d, r, a, p0, t0, t1, states);
-  for (; p0 < d.P; ++p0) recompute_tile<G, 1>(d, r, a, p0, t0, t1, states);
+// When the register tiles serve this N (a multiple of 16, at most 64): calls f(g, R, p0) for each
+// tile of R = 16 / G rows from row p0, then for the rows left over one at a time (R = 1), g and R
+// as std::integral_constant, and returns true. Otherwise returns false.
+template <class F>
+bool over_tiles(const Dims& d, F f) {
+  auto rows = [&](auto g) {
+    constexpr int R = kTileVectors / decltype(g)::value;
+    int64_t p0 = 0;
+    for (; p0 + R <= d.P; p0 += R) f(g, std::integral_constant<int, R>{}, p0);
+    for (; p0 < d.P; ++p0) f(g, std::integral_constant<int, 1>{}, p0);
+  };
+  if (d.N != d.Np) return false;
+  switch (d.Np / kLanes) {
+    case 1: rows(std::integral_constant<int, 1>{}); return true;
+    case 2: rows(std::integral_constant<int, 2>{}); return true;
+    case 3: rows(std::integral_constant<int, 3>{}); return true;
+    case 4: rows(std::integral_constant<int, 4>{}); return true;
+    default: return false;
+  }
 }
 
-// Vectors per row when the register tiles serve this N (a multiple of 16, at most 64), else 0.
-int tiled_vectors(const Dims& d) { return d.N == d.Np && d.Np <= 4 * kLanes ? int(d.Np / kLanes) : 0; }
-
-// a_t = exp(dt_t A) of one (batch, head), as forward_head computes it.
+// a_t = exp(dt_t A) of one (batch, head), every pass's decays.
 void decays(const Dims& d, const HeadRows& r, float A, std::vector<float>& a) {
   a.resize(size_t(d.T));
   for (int64_t t = 0; t < d.T; ++t) a[size_t(t)] = std::exp(r.dt[t * r.sdt] * A);
@@ -289,17 +292,13 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* a, co
     const int64_t t0 = c * kChunk, t1 = std::min(d.T, t0 + kChunk);
     // The chunk's states, from its checkpoint: states[i + 1] is S after step t0 + i.
     std::copy(ckpt + c * n, ckpt + (c + 1) * n, s.states.data());
-    switch (tiled_vectors(d)) {
-      case 1: recompute_tiled<1>(d, r, a, t0, t1, s.states.data()); break;
-      case 2: recompute_tiled<2>(d, r, a, t0, t1, s.states.data()); break;
-      case 3: recompute_tiled<3>(d, r, a, t0, t1, s.states.data()); break;
-      case 4: recompute_tiled<4>(d, r, a, t0, t1, s.states.data()); break;
-      default:
-        for (int64_t t = t0; t < t1; ++t) {
-          float* S = s.states.data() + (t - t0 + 1) * n;
-          step_state(S - n, S, P, Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], row(r.B + t * r.sbc, s.Bp), nullptr, D,
-                     nullptr);
-        }
+    const bool tiled = over_tiles(d, [&](auto g, auto R, int64_t p0) {
+      recompute_tile<decltype(g)::value, decltype(R)::value>(d, r, a, p0, t0, t1, s.states.data());
+    });
+    for (int64_t t = t0; t < t1 && !tiled; ++t) {
+      float* S = s.states.data() + (t - t0 + 1) * n;
+      step_state(S - n, S, P, Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], row(r.B + t * r.sbc, s.Bp), nullptr, D,
+                 nullptr);
     }
     for (int64_t t = t1 - 1; t >= t0; --t) {
       if (t >= kPrefetchSteps) prefetch_step(d, r, gout, gr, t - kPrefetchSteps);
@@ -365,15 +364,11 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
       const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
       const float* Dh = Dp ? Dp + r.h : nullptr;
       float* ck = grad ? ckpt.data() + bh * per_head : nullptr;
-      const int G = tiled_vectors(d);
-      if (G) decays(d, r, A.data()[r.h], a);
-      switch (G) {
-        case 1: forward_head_tiled<1>(d, r, a.data(), Dh, out.data() + r.ox, ck); break;
-        case 2: forward_head_tiled<2>(d, r, a.data(), Dh, out.data() + r.ox, ck); break;
-        case 3: forward_head_tiled<3>(d, r, a.data(), Dh, out.data() + r.ox, ck); break;
-        case 4: forward_head_tiled<4>(d, r, a.data(), Dh, out.data() + r.ox, ck); break;
-        default: forward_head(d, r, A.data()[r.h], Dh, S.data(), Bp.data(), Cp.data(), out.data() + r.ox, ck);
-      }
+      decays(d, r, A.data()[r.h], a);
+      const bool tiled = over_tiles(d, [&](auto g, auto R, int64_t p0) {
+        forward_tile<decltype(g)::value, decltype(R)::value>(d, r, a.data(), p0, Dh, out.data() + r.ox, ck);
+      });
+      if (!tiled) forward_head(d, r, a.data(), Dh, S.data(), Bp.data(), Cp.data(), out.data() + r.ox, ck);
     }
   }
   if (!grad) return out;

@@ -112,7 +112,6 @@ void weight_sums(const Conv& cv, const float* gz, int64_t c0, int64_t nc, float*
   }
 }
 
-
 // The backward in one pass, when the channels come in whole vectors and K is known (KC): each 16
 // channels walk their rows in order, recomputing d z (the first pass's operations, below), summing
 // d weight and d bias in registers (register_sums') and writing d x K-1 rows behind (the d x
