@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "framework/core/tensor.hpp"
 #include "framework/simd/lanes.hpp"
@@ -78,5 +79,44 @@ inline HeadRows rows_of(const Dims& d, int64_t bh, const float* x, const float* 
 }
 
 inline void copy_row(const float* src, int64_t n, float* dst) { std::copy(src, src + n, dst); }
+
+constexpr int64_t kChunk = 32;  // steps between the forward's saved states: the backward's chunks
+
+// Where one (batch, head)'s gradients go (null: not needed): x and dt at the head's first rows
+// (added into), B and C rows sBC floats apart (added into when add_BC, else written), A and D one
+// float each (written).
+struct GradRows {
+  float *x, *dt, *B, *C, *A, *D;
+  int64_t sBC;
+  bool add_BC;
+};
+
+// One head of a group for ChunkedBackward: its rows, A, decays a (exp(dt A)), D (or null), saved
+// states (ckpt: the state [P][N] before step c kChunk), d y rows (gout, as x's) and gradients.
+struct ChunkHead {
+  HeadRows r;
+  float A;
+  const float *a, *D, *ckpt, *gout;
+  GradRows gr;
+};
+
+// The backward of the heads of one (batch row, group), which share B and C, in chunks of kChunk
+// steps as products of small matrices (ssd_scan_chunks.cpp). It serves N and P in whole vectors
+// (serves()); holds its scratch. The group's gradients of B and C are added into heads[0].gr's rows.
+class ChunkedBackward {
+ public:
+  static bool serves(const Dims& d) { return d.N == d.Np && d.P % kLanes == 0; }
+  explicit ChunkedBackward(const Dims& d);
+  void group(const ChunkHead* heads);  // d.hg heads
+
+ private:
+  void head_chunk(const ChunkHead& h, int64_t j, int64_t c);
+  Dims d_;
+  // The chunk's B and C (shared), C B^T, the heads' d G summed, the group's dB and dC.
+  std::vector<float> Bc_, BcT_, Cc_, CBt_, dGsum_, dB_, dC_;
+  // One head's chunk at a time; dS_ holds every head's d state (hg P N).
+  std::vector<float> Xd_, XdT_, dY_, Lam_, M_, dG_, q_, S0T_, dS_, dST_, U_, dXd_, XdS_, WB_, EC_, EdY_, E_, W_, dl_;
+  std::vector<float> dA_, dD_;  // hg floats; hg vectors of kLanes partial sums
+};
 
 }  // namespace tri::ssd_detail

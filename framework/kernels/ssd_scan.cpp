@@ -1,5 +1,7 @@
 // The SSD scan's fused kernel (ssd_scan.hpp); its rows and step in ssd_rows.hpp, the naive
-// reference in ssd_scan_naive.cpp, the decoding step in ssd_scan_step.cpp.
+// reference in ssd_scan_naive.cpp, the decoding step in ssd_scan_step.cpp, the backward in chunks
+// (for P and N in whole vectors) in ssd_scan_chunks.cpp. Below: the forward and the recurrent
+// backward.
 //
 // Forward, per (batch, head), one step, row p of the state (N values):
 //   a = exp(dt A);   H[p] <- a H[p] + (dt x[p]) B;   y[p] = H[p] . C + D x[p]
@@ -26,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -40,8 +43,6 @@ namespace tri {
 namespace {
 
 using namespace ssd_detail;
-
-constexpr int64_t kChunk = 32;  // steps between saved states
 
 // The forward over one (batch, head), row by row (a: its decays, decays()): y's rows (out, stride
 // H P) and, when ckpt is not null, the state before every kChunk-th step (ckpt + c P Np: S before
@@ -59,15 +60,6 @@ void forward_head(const Dims& d, const HeadRows& r, const float* a, const float*
     step_state(S, S, d.P, d.Np, r.x + t * r.sx, r.dt[t * r.sdt], a[t], Bp, Cp, D, out + t * r.sx);
   }
 }
-
-// Where one (batch, head)'s gradients go (null: not needed): x and dt at the head's first rows
-// (added into), B and C rows sBC floats apart (added into when add_BC, else written), A and D one
-// float each.
-struct GradRows {
-  float *x, *dt, *B, *C, *A, *D;
-  int64_t sBC;
-  bool add_BC;
-};
 
 struct BackwardScratch {
   std::vector<float> states, dH, Bp, Cp, dB, dC, a;
@@ -341,7 +333,12 @@ void backward_head(const Dims& d, const HeadRows& r, float A, const float* a, co
   if (gr.D) *gr.D = dD;
 }
 
+bool recurrent_backward = false;  // RecurrentSsdBackward
+
 }  // namespace
+
+RecurrentSsdBackward::RecurrentSsdBackward() { recurrent_backward = true; }
+RecurrentSsdBackward::~RecurrentSsdBackward() { recurrent_backward = false; }
 
 void ssd_scan_check(const char* op, const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm,
                     const Tensor& Cm, const Tensor& D) {
@@ -382,13 +379,14 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
     // share out, a thread takes a pair's heads in turn and adds each into them; otherwise the
     // heads run apart into their own [T, N] buffers, summed in that order afterwards. dA and dD:
     // one float per head, summed below.
-    const bool by_group = d.B * d.G >= 2 * omp_get_max_threads();
+    // The backward in chunks takes a group's heads together (they share B, C and C B^T), always.
+    const bool chunked = ChunkedBackward::serves(d) && !recurrent_backward;
+    const bool by_group = chunked || d.B * d.G >= 2 * omp_get_max_threads();
     const bool buffered = !by_group && (gB || gC);
     std::vector<float> hB(buffered && gB ? size_t(BH * d.T * d.N) : 0), hC(buffered && gC ? size_t(BH * d.T * d.N) : 0);
     std::vector<float> hA(static_cast<size_t>(BH)), hD(static_cast<size_t>(BH));
     const float* Dp = D.defined() ? D.data() : nullptr;
-    auto head = [&](int64_t bh, BackwardScratch& scratch) {
-      const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
+    auto grads_of = [&](const HeadRows& r, int64_t bh) {
       GradRows gh{gx ? gx + r.ox : nullptr, gdt ? gdt + r.odt : nullptr, nullptr, nullptr, hA.data() + bh,
                   hD.data() + bh, d.N, false};
       if (by_group) {
@@ -400,15 +398,38 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
         gh.B = gB ? hB.data() + bh * d.T * d.N : nullptr;
         gh.C = gC ? hC.data() + bh * d.T * d.N : nullptr;
       }
+      return gh;
+    };
+    auto head = [&](int64_t bh, BackwardScratch& scratch) {
+      const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
       decays(d, r, A.data()[r.h], scratch.a);
       backward_head(d, r, A.data()[r.h], scratch.a.data(), Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head,
-                    gout + r.ox, gh, scratch);
+                    gout + r.ox, grads_of(r, bh), scratch);
+    };
+    // The hg heads of (batch, group) bg in chunks; decays: hg rows of T.
+    auto group = [&](int64_t bg, ChunkedBackward& chunks, std::vector<ChunkHead>& heads, std::vector<float>& a) {
+      for (int64_t j = 0; j < d.hg; ++j) {
+        const int64_t bh = (bg / d.G) * d.H + (bg % d.G) * d.hg + j;
+        const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
+        std::vector<float> aj;
+        decays(d, r, A.data()[r.h], aj);
+        std::copy(aj.begin(), aj.end(), a.begin() + j * d.T);
+        heads[size_t(j)] = {r, A.data()[r.h], a.data() + j * d.T, Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head,
+                            gout + r.ox, grads_of(r, bh)};
+      }
+      chunks.group(heads.data());
     };
 #pragma omp parallel if (BH > 1)
     {
       lanes::FlushSubnormals ftz;
       BackwardScratch scratch(d);
-      if (by_group) {
+      if (chunked) {
+        ChunkedBackward chunks(d);
+        std::vector<ChunkHead> heads(size_t(d.hg));
+        std::vector<float> a(size_t(d.hg * d.T));
+#pragma omp for schedule(static)
+        for (int64_t bg = 0; bg < d.B * d.G; ++bg) group(bg, chunks, heads, a);
+      } else if (by_group) {
 #pragma omp for schedule(static)
         for (int64_t bg = 0; bg < d.B * d.G; ++bg)
           for (int64_t j = 0; j < d.hg; ++j) head((bg / d.G) * d.H + (bg % d.G) * d.hg + j, scratch);

@@ -15,12 +15,24 @@
 namespace tri {
 
 // Fused kernel: one pass over time per (batch, head), O(T P N), saving the state every 32 steps
-// for backward. Backward recomputes each 32 steps' states from their checkpoint (the forward's
-// arithmetic: the same bits) and runs the adjoint recurrence over them in reverse (ssd_scan.cpp's
-// header). Differentiable in x, dt, A, Bm, Cm and D; the sums over heads, batch rows and time
-// are taken in a fixed order, so results repeat bit for bit at any thread count.
+// for backward. When P and N fill whole 16-float vectors the backward runs each 32 steps from
+// their saved state as products of small matrices, a group's heads together
+// (ssd_scan_chunks.cpp); otherwise it recomputes each 32 steps' states (the forward's arithmetic)
+// and runs the adjoint recurrence over them in reverse (ssd_scan.cpp's header). Differentiable in
+// x, dt, A, Bm, Cm and D; the sums over heads, batch rows and time are taken in a fixed order, so
+// results repeat bit for bit at any thread count.
 Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor& Bm, const Tensor& Cm,
                 const Tensor& D = Tensor());
+
+// While alive, ssd_scan's backward runs the recurrence (ssd_scan.cpp) where it would run the
+// chunks (ssd_scan_chunks.cpp): tests compare the two. Not thread-safe: for a test's main thread.
+class RecurrentSsdBackward {
+ public:
+  RecurrentSsdBackward();
+  ~RecurrentSsdBackward();
+  RecurrentSsdBackward(const RecurrentSsdBackward&) = delete;
+  RecurrentSsdBackward& operator=(const RecurrentSsdBackward&) = delete;
+};
 
 // Naive reference: the recurrence written with ops (broadcast products and sums, one step at a
 // time), differentiated by the tape.

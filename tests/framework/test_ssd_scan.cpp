@@ -1,7 +1,8 @@
 // The SSD scan (framework/kernels/ssd_scan.hpp): the fused kernel against its naive reference
 // (forward and every gradient, one group and several, with and without D), finite differences,
 // the scan against Mamba's selective scan where the two coincide (one head per channel), the
-// recurrent step against the parallel forward, causality, determinism and shape errors.
+// recurrent step against the parallel forward, causality, determinism and shape errors; the
+// backward in chunks against the recurrent backward.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -64,6 +65,17 @@ Result forward_backward(const Problem& p, Kernel kernel, const Tensor& w) {
 
 const char* kLeafNames[] = {"x", "dt", "A", "B", "C", "D"};
 
+// Checks every gradient of `got` against `want` (relative RMS error under tol); returns the worst.
+double check_grads(const Result& got, const Result& want, double tol) {
+  double worst = 0;
+  for (size_t i = 0; i < want.grads.size(); ++i) {
+    INFO("gradient of " << kLeafNames[i]);
+    CHECK(rms_err(got.grads[i], want.grads[i]) < tol);
+    worst = std::max(worst, rms_err(got.grads[i], want.grads[i]));
+  }
+  return worst;
+}
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(float) * size_t(a.numel())) == 0;
 }
@@ -125,15 +137,52 @@ TEST_CASE("ssd_scan: the chunked form equals the fused recurrence to float32 rou
       Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.P}, 51);
       Result f = forward_backward(p, ssd_scan, w), c = forward_backward(p, s.chunked, w);
       CHECK(rms_err(c.out, f.out) < 1e-5);
-      double worst = 0;
-      for (size_t i = 0; i < f.grads.size(); ++i) {
-        INFO("gradient of " << kLeafNames[i]);
-        CHECK(rms_err(c.grads[i], f.grads[i]) < 1e-5);
-        worst = std::max(worst, rms_err(c.grads[i], f.grads[i]));
-      }
+      const double worst = check_grads(c, f, 1e-5);
       std::printf("ssd_scan chunked vs fused, T %3lld G %lld %-6s: output %.1e, gradients %.1e (RMS, relative)\n",
                   (long long)s.T, (long long)s.G, with_D ? "D" : "no D", rms_err(c.out, f.out), worst);
     }
+}
+
+TEST_CASE("ssd_scan: the backward in chunks equals the recurrent backward to float32 rounding") {
+  // The fused kernel's backward runs in chunks of 32 steps (ssd_scan_chunks.cpp) when P and N fill
+  // whole vectors; RecurrentSsdBackward forces the recurrence. T 80 and 33 end in a partial chunk,
+  // T 31 and 1 are one; G 2 with 4 heads shares B and C (a group's heads run together); P 48.
+  // Tolerance as the chunked form's above: RMS error 1e-5 of the
+  // reference's RMS (the sums run in another order; a wrong term is off by 1e-2 or more).
+  struct Size {
+    int64_t B, T, H, P, G, N;
+  };
+  for (const Size& s : {Size{2, 80, 2, 16, 1, 16}, Size{1, 31, 4, 32, 2, 32}, Size{2, 33, 2, 16, 2, 64},
+                        Size{1, 1, 2, 16, 1, 16}, Size{2, 64, 3, 48, 1, 32}})
+    for (bool with_D : {true, false}) {
+      CAPTURE(s.T);
+      CAPTURE(s.P);
+      CAPTURE(with_D);
+      Problem p(s.B, s.T, s.H, s.P, s.G, s.N, with_D, 70 + s.T + with_D);
+      Tensor w = gradcheck::uniform({s.B, s.T, s.H, s.P}, 71);
+      Result chunks = forward_backward(p, ssd_scan, w), steps;
+      {
+        RecurrentSsdBackward recurrent;
+        steps = forward_backward(p, ssd_scan, w);
+      }
+      CHECK(same_bits(chunks.out, steps.out));  // the forward is the recurrence either way
+      const double worst = check_grads(chunks, steps, 1e-5);
+      std::printf("ssd_scan backward in chunks vs recurrent, T %3lld P %lld %-6s: gradients %.1e (RMS, relative)\n",
+                  (long long)s.T, (long long)s.P, with_D ? "D" : "no D", worst);
+    }
+  // A strong decay (dt A = -40 a step): the chunk's products of decays underflow to 0, not NaN.
+  Problem p(1, 70, 2, 16, 1, 16, true, 75);
+  p.dt = param({1, 70, 2}, 76, 19.f, 21.f);
+  p.A = Tensor::full({2}, -2.f);
+  p.A.requires_grad_();
+  Tensor w = gradcheck::uniform({1, 70, 2, 16}, 77);
+  Result chunks = forward_backward(p, ssd_scan, w), steps;
+  {
+    RecurrentSsdBackward recurrent;
+    steps = forward_backward(p, ssd_scan, w);
+  }
+  for (const Tensor& g : chunks.grads) CHECK(g.all_finite());
+  check_grads(chunks, steps, 1e-5);
 }
 
 TEST_CASE("ssd_scan: the chunked form stays finite under a strong decay") {
@@ -159,6 +208,14 @@ TEST_CASE("ssd_scan: gradients match finite differences") {
       INFO(r.summary());
       CHECK(r.ok());
     }
+  // P and N of 16 and T 35 (two chunks, the second partial): the backward in chunks.
+  const Shape sx{1, 35, 1, 16}, sdt{1, 35, 1}, sbc{1, 35, 1, 16};
+  std::vector<Tensor> in = {param(sx, 11), param(sdt, 12, 0.05f, 0.6f), param({1}, 13, -1.5f, -0.3f),
+                            param(sbc, 14), param(sbc, 15), param({1}, 16, 0.5f, 1.5f)};
+  gradcheck::Result r = gradcheck::check(
+      [](const std::vector<Tensor>& a) { return ssd_scan(a[0], a[1], a[2], a[3], a[4], a[5]); }, in);
+  INFO(r.summary());
+  CHECK(r.ok());
 }
 
 TEST_CASE("ssd_scan: one head per channel with N-wide B, C is Mamba's selective scan with A constant over N") {
@@ -233,10 +290,13 @@ TEST_CASE("ssd_scan: results repeat bit for bit, at any thread count") {
   // B G = 2 (batch 1): at 1 thread a thread takes a group's heads in turn and adds each into dB
   // and dC; at 2 threads the heads run apart into their own buffers. B G = 4 (batch 2): in turn
   // at both.
+  // P 16 with N 16: the backward in chunks, alike.
+  for (const int64_t P : {6, 16})
   for (const int64_t batch : {2, 1}) {
     CAPTURE(batch);
-    Problem p(batch, 80, 4, 6, 2, 20, true, 51);
-    Tensor w = gradcheck::uniform({batch, 80, 4, 6}, 52);
+    CAPTURE(P);
+    Problem p(batch, 80, 4, P, 2, P == 6 ? 20 : 16, true, 51);
+    Tensor w = gradcheck::uniform({batch, 80, 4, P}, 52);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     const Result one = forward_backward(p, ssd_scan, w);

@@ -10,4 +10,4 @@ set grid
 set key below spacing 1.2 height 1
 set logscale y
 plot 'loss_needle.dat' index 0 with lines lw 2 lc 1 title "mamba2 lr=0.005 seed=20", \
-     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "mamba2 state-size=16 lr=0.005 seed=20"
+     'loss_needle.dat' index 1 with lines lw 2 lc 2 title "mamba2 state-size=16 lr=0.003 seed=20"
