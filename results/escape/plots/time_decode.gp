@@ -32,5 +32,5 @@ plot 'time_decode.dat' index 0 with linespoints lw 2 lc 1 title "attention B=1 d
      'time_decode.dat' index 19 with lines lw 2 dt 2 lc 10 notitle, \
      'time_decode.dat' index 20 with linespoints lw 2 lc 11 title "mamba2 B=1 d=64 L=2  T^0.00", \
      'time_decode.dat' index 21 with lines lw 2 dt 2 lc 11 notitle, \
-     'time_decode.dat' index 22 with linespoints lw 2 lc 12 title "mamba2 state-size=16 B=1 d=64 L=2  T^-0.01", \
+     'time_decode.dat' index 22 with linespoints lw 2 lc 12 title "mamba2 state-size=16 B=1 d=64 L=2  T^-0.22", \
      'time_decode.dat' index 23 with lines lw 2 dt 2 lc 12 notitle

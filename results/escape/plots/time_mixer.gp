@@ -24,7 +24,7 @@ plot 'time_mixer.dat' index 0 with linespoints lw 2 lc 1 title "attention  T^1.9
      'time_mixer.dat' index 11 with lines lw 2 dt 2 lc 6 notitle, \
      'time_mixer.dat' index 12 with linespoints lw 2 lc 7 title "gated_deltanet  T^1.13", \
      'time_mixer.dat' index 13 with lines lw 2 dt 2 lc 7 notitle, \
-     'time_mixer.dat' index 14 with linespoints lw 2 lc 8 title "mamba2  T^1.06", \
+     'time_mixer.dat' index 14 with linespoints lw 2 lc 8 title "mamba2  T^1.02", \
      'time_mixer.dat' index 15 with lines lw 2 dt 2 lc 8 notitle, \
-     'time_mixer.dat' index 16 with linespoints lw 2 lc 9 title "mamba2 state-size=16  T^1.05", \
+     'time_mixer.dat' index 16 with linespoints lw 2 lc 9 title "mamba2 state-size=16  T^1.00", \
      'time_mixer.dat' index 17 with lines lw 2 dt 2 lc 9 notitle

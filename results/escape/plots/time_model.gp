@@ -30,7 +30,7 @@ plot 'time_model.dat' index 0 with linespoints lw 2 lc 1 title "attention B=2 d=
      'time_model.dat' index 17 with lines lw 2 dt 2 lc 9 notitle, \
      'time_model.dat' index 18 with linespoints lw 2 lc 10 title "gated_deltanet B=2 d=64 L=2  T^1.10", \
      'time_model.dat' index 19 with lines lw 2 dt 2 lc 10 notitle, \
-     'time_model.dat' index 20 with linespoints lw 2 lc 11 title "mamba2 B=2 d=64 L=2  T^1.05", \
+     'time_model.dat' index 20 with linespoints lw 2 lc 11 title "mamba2 B=2 d=64 L=2  T^0.98", \
      'time_model.dat' index 21 with lines lw 2 dt 2 lc 11 notitle, \
-     'time_model.dat' index 22 with linespoints lw 2 lc 12 title "mamba2 state-size=16 B=2 d=64 L=2  T^1.06", \
+     'time_model.dat' index 22 with linespoints lw 2 lc 12 title "mamba2 state-size=16 B=2 d=64 L=2  T^1.04", \
      'time_model.dat' index 23 with lines lw 2 dt 2 lc 12 notitle
