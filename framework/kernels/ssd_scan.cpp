@@ -65,7 +65,7 @@ struct BackwardScratch {
   std::vector<float> states, dH, Bp, Cp, dB, dC, a;
   explicit BackwardScratch(const Dims& d)
       : states(size_t((kChunk + 1) * d.P * d.Np)), dH(size_t(d.P * d.Np)), Bp(size_t(d.Np)), Cp(size_t(d.Np)),
-        dB(size_t(d.Np)), dC(size_t(d.Np)) {}
+        dB(size_t(d.Np)), dC(size_t(d.Np)), a(size_t(d.T)) {}
 };
 
 // One step of the adjoint over the state's rows p (the top of the file): dH <- a (dH + dy_p C),
@@ -258,10 +258,9 @@ bool over_tiles(const Dims& d, F f) {
   }
 }
 
-// a_t = exp(dt_t A) of one (batch, head), every pass's decays.
-void decays(const Dims& d, const HeadRows& r, float A, std::vector<float>& a) {
-  a.resize(size_t(d.T));
-  for (int64_t t = 0; t < d.T; ++t) a[size_t(t)] = std::exp(r.dt[t * r.sdt] * A);
+// a_t = exp(dt_t A) of one (batch, head) into a[0, T), every pass's decays.
+void decays(const Dims& d, const HeadRows& r, float A, float* a) {
+  for (int64_t t = 0; t < d.T; ++t) a[t] = std::exp(r.dt[t * r.sdt] * A);
 }
 
 // The backward over one (batch, head) (the top of the file); a: its decays (decays()).
@@ -355,13 +354,13 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
   const float* Dp = D.defined() ? D.data() : nullptr;
 #pragma omp parallel if (BH > 1)
   {
-    std::vector<float> S(size_t(d.P * d.Np)), Bp(size_t(d.Np)), Cp(size_t(d.Np)), a;
+    std::vector<float> S(size_t(d.P * d.Np)), Bp(size_t(d.Np)), Cp(size_t(d.Np)), a(size_t(d.T));
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < BH; ++bh) {
       const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
       const float* Dh = Dp ? Dp + r.h : nullptr;
       float* ck = grad ? ckpt.data() + bh * per_head : nullptr;
-      decays(d, r, A.data()[r.h], a);
+      decays(d, r, A.data()[r.h], a.data());
       const bool tiled = over_tiles(d, [&](auto g, auto R, int64_t p0) {
         forward_tile<decltype(g)::value, decltype(R)::value>(d, r, a.data(), p0, Dh, out.data() + r.ox, ck);
       });
@@ -402,7 +401,7 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
     };
     auto head = [&](int64_t bh, BackwardScratch& scratch) {
       const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
-      decays(d, r, A.data()[r.h], scratch.a);
+      decays(d, r, A.data()[r.h], scratch.a.data());
       backward_head(d, r, A.data()[r.h], scratch.a.data(), Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head,
                     gout + r.ox, grads_of(r, bh), scratch);
     };
@@ -411,9 +410,7 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
       for (int64_t j = 0; j < d.hg; ++j) {
         const int64_t bh = (bg / d.G) * d.H + (bg % d.G) * d.hg + j;
         const HeadRows r = rows_of(d, bh, x.data(), dt.data(), Bm.data(), Cm.data());
-        std::vector<float> aj;
-        decays(d, r, A.data()[r.h], aj);
-        std::copy(aj.begin(), aj.end(), a.begin() + j * d.T);
+        decays(d, r, A.data()[r.h], a.data() + j * d.T);
         heads[size_t(j)] = {r, A.data()[r.h], a.data() + j * d.T, Dp ? Dp + r.h : nullptr, ckpt.data() + bh * per_head,
                             gout + r.ox, grads_of(r, bh)};
       }
@@ -422,7 +419,7 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
 #pragma omp parallel if (BH > 1)
     {
       lanes::FlushSubnormals ftz;
-      BackwardScratch scratch(d);
+      std::unique_ptr<BackwardScratch> scratch = chunked ? nullptr : std::make_unique<BackwardScratch>(d);
       if (chunked) {
         ChunkedBackward chunks(d);
         std::vector<ChunkHead> heads(size_t(d.hg));
@@ -432,10 +429,10 @@ Tensor ssd_scan(const Tensor& x, const Tensor& dt, const Tensor& A, const Tensor
       } else if (by_group) {
 #pragma omp for schedule(static)
         for (int64_t bg = 0; bg < d.B * d.G; ++bg)
-          for (int64_t j = 0; j < d.hg; ++j) head((bg / d.G) * d.H + (bg % d.G) * d.hg + j, scratch);
+          for (int64_t j = 0; j < d.hg; ++j) head((bg / d.G) * d.H + (bg % d.G) * d.hg + j, *scratch);
       } else {
 #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < BH; ++bh) head(bh, scratch);
+        for (int64_t bh = 0; bh < BH; ++bh) head(bh, *scratch);
       }
       if (buffered) {  // dB, dC [B, T, G, N]: the group's heads in order.
 #pragma omp for schedule(static)
