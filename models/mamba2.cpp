@@ -102,18 +102,17 @@ Mamba2Mixer::Mamba2Mixer(const ModelConfig& c, Rng& rng)
 
 Tensor Mamba2Mixer::mix(const Tensor& u, const Tensor& residual) {
   const int64_t B = u.size(0), T = u.size(1), GN = G * N;
-  const Tensor zxbcdt = linear(u, in_proj_w);  // [B, T, 2E + 2GN + H]
-  const Tensor z = slice(zxbcdt, -1, 0, E);
-  const Tensor dt_raw = slice(zxbcdt, -1, 2 * E + 2 * GN, 2 * E + 2 * GN + H);
-  // The convolution is depthwise: x, B and C each through their own channels' taps, sliced once
-  // from the projection (not as xBC and then again), with the bits of one call over xBC.
-  auto conv = [&](int64_t from, int64_t width) {
-    return causal_conv1d_silu(slice(zxbcdt, -1, E + from, E + from + width), slice(conv1d.weight, 0, from, from + width),
-                              slice(conv1d.bias, 0, from, from + width));
+  // The projection's parts z, x, B, C, dt, each its own GEMM's output (no copies).
+  const std::vector<Tensor> parts = linear_parts(u, in_proj_w, {E, E, GN, GN, H});
+  const Tensor &z = parts[0], &dt_raw = parts[4];
+  // The convolution is depthwise: x, B and C each through their own channels' taps, with the
+  // bits of one call over xBC.
+  auto conv = [&](const Tensor& part, int64_t from, int64_t width) {
+    return causal_conv1d_silu(part, slice(conv1d.weight, 0, from, from + width), slice(conv1d.bias, 0, from, from + width));
   };
-  const Tensor x = reshape(conv(0, E), Shape{B, T, H, P});
-  const Tensor Bm = reshape(conv(E, GN), Shape{B, T, G, N});
-  const Tensor Cm = reshape(conv(E + GN, GN), Shape{B, T, G, N});
+  const Tensor x = reshape(conv(parts[1], 0, E), Shape{B, T, H, P});
+  const Tensor Bm = reshape(conv(parts[2], E, GN), Shape{B, T, G, N});
+  const Tensor Cm = reshape(conv(parts[3], E + GN, GN), Shape{B, T, G, N});
   const Tensor dt = softplus(add(dt_raw, dt_bias));  // [B, T, H]
   const Tensor A = mul_scalar(exp(A_log), -1.f);
   Tensor y = ssd_scan(x, dt, A, Bm, Cm, D_skip);

@@ -39,10 +39,20 @@ void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
     t_first_anomaly = std::string("the forward of '") + op + "'";
   out.impl()->requires_grad = true;
   out.impl()->is_leaf = false;
-  Node n{op, out, std::move(saved), {}, std::move(backward)};
+  Node n{op, out, {}, std::move(saved), {}, std::move(backward)};
   n.saved_version.reserve(n.saved.size());
   for (const Tensor& t : n.saved) n.saved_version.push_back(t.version());
   t_tape.push_back(std::move(n));
+}
+
+void record_parts(const char* op, const std::vector<Tensor>& parts, std::vector<Tensor> saved,
+                  std::function<void(const float*)> backward) {
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    parts[i].impl()->requires_grad = true;
+    parts[i].impl()->is_leaf = false;
+  }
+  record(op, parts.back(), std::move(saved), std::move(backward));
+  t_tape.back().more_out.assign(parts.begin(), parts.end() - 1);
 }
 
 void backward(const Tensor& loss) {
@@ -61,7 +71,10 @@ void backward(const Tensor& loss) {
   tape.swap(t_tape);
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
     Node& n = *it;
-    if (!n.out.impl()->grad) continue;  // nothing flowed into this op's output
+    bool flowed = bool(n.out.impl()->grad);
+    for (const Tensor& o : n.more_out) flowed = flowed || bool(o.impl()->grad);
+    if (!flowed) continue;  // nothing flowed into this op's outputs
+    const float* g = n.out.impl()->grad ? n.out.grad_data() : nullptr;
     for (size_t i = 0; i < n.saved.size(); ++i) {
       if (n.saved[i].version() != n.saved_version[i])
         throw Error(std::string("backward: a tensor saved by '") + n.op +
@@ -73,11 +86,11 @@ void backward(const Tensor& loss) {
     if (profiling()) {
       const auto t0 = std::chrono::steady_clock::now();
       const int64_t f0 = flop_count();
-      n.backward(n.out.grad_data());
+      n.backward(g);
       profile_backward(n.op, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
                        flop_count() - f0);
     } else {
-      n.backward(n.out.grad_data());
+      n.backward(g);
     }
     if (t_anomaly) {
       for (const Tensor& t : t_grads_written)
@@ -87,6 +100,7 @@ void backward(const Tensor& loss) {
     }
     // Intermediate gradients are not needed once consumed: free them early.
     n.out.impl()->grad.reset();
+    for (const Tensor& o : n.more_out) o.impl()->grad.reset();
     n.saved.clear();
     n.backward = nullptr;
   }

@@ -16,6 +16,7 @@ namespace tri {
 struct Node {
   const char* op;                     // the op's name, for error messages
   Tensor out;                         // its output (the gradient flows in here)
+  std::vector<Tensor> more_out;       // an op with several outputs: the others (record_parts)
   std::vector<Tensor> saved;          // tensors backward reads
   std::vector<uint64_t> saved_version;
   std::function<void(const float*)> backward;  // given d out, adds into the inputs' grads
@@ -44,6 +45,12 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 // The closure receives d loss / d out (contiguous, out's shape) and only adds into grads.
 void record(const char* op, const Tensor& out, std::vector<Tensor> saved,
             std::function<void(const float*)> backward);
+
+// Records an op with several outputs, `parts` (out = parts.back()). The closure runs once, after
+// every part's consumers, when any part has a gradient; it reads each part's with part.grad()
+// (undefined where none flowed), and receives out's gradient or nullptr.
+void record_parts(const char* op, const std::vector<Tensor>& parts, std::vector<Tensor> saved,
+                  std::function<void(const float*)> backward);
 
 // d loss / d t, allocated zeroed on first use; nullptr when t needs no gradient. Backward
 // closures call this for each input and skip the work when it returns nullptr.

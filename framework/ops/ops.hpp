@@ -20,6 +20,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // block's sum, one [B, T, D] tensor fewer kept for backward). gelu_linear likewise.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor(),
               const Tensor& residual = Tensor());
+// The slices of linear(x, w) along its last axis, `widths` wide in order (summing to w's rows),
+// each written by its own GEMM: no [..., out] tensor and no copies. Backward assembles d out
+// from the parts' gradients (zeros where none flowed) and runs linear's backward: the bits of
+// slice(linear(x, w), -1, ...) wherever the parts' GEMMs give the whole GEMM's columns' bits.
+std::vector<Tensor> linear_parts(const Tensor& x, const Tensor& w, const std::vector<int64_t>& widths);
 // linear(gelu(h), w, bias) with the same bits, keeping h instead of gelu(h) for backward (which
 // recomputes it): the MLP's d_ff-wide activation is stored once, not twice.
 Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias = Tensor(),

@@ -52,6 +52,15 @@ Tensor mul_silu(const Tensor& a, const Tensor& x) {
     bool a_fresh, x_fresh;
     float* ga = grad_for_write(a, &a_fresh);
     float* gx = grad_for_write(x, &x_fresh);
+    if (ga && gx && a_fresh && x_fresh) {  // both in one pass, each element's operations as below
+#pragma omp parallel for simd schedule(static) firstprivate(fn, pa, px, g, ga, gx) if (n > kParallelSimdMin)
+      for (int64_t i = 0; i < n; ++i) {
+        ga[i] = 0.f + g[i] * fn.f(px[i]);
+        const float ds = 0.f + g[i] * pa[i];
+        gx[i] = 0.f + ds * fn.df(px[i], 0.f);
+      }
+      return;
+    }
     if (ga) set_or_add_grad(ga, a_fresh, n, [pa, px, g, fn](int64_t i) { return g[i] * fn.f(px[i]); });
     if (gx)
       set_or_add_grad(gx, x_fresh, n, [pa, px, g, fn](int64_t i) {

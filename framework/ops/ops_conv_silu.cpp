@@ -7,6 +7,8 @@
 // Threads: forward and d x split the rows; d weight and d bias split the channels, each channel
 // summed over (batch, time) in row order by one thread. The bits do not depend on the thread
 // count.
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -112,56 +114,76 @@ void weight_sums(const Conv& cv, const float* gz, int64_t c0, int64_t nc, float*
   }
 }
 
-// The backward in one pass, when the channels come in whole vectors and K is known (KC): each 16
-// channels walk their rows in order, recomputing d z (the first pass's operations, below), summing
-// d weight and d bias in registers (register_sums') and writing d x K-1 rows behind (the d x
+// The backward in one pass, when the channels come in whole vectors and K is known (KC): the
+// rows in order, each recomputing d z (the first pass's operations, below), adding to d weight and
+// d bias (register_sums' operations, its sums kept in L1) and writing d x K-1 rows behind (the d x
 // pass'), from d z's last K rows kept in a ring. It reads x and g once and writes d x, where the
-// passes below also write d z whole and read it twice. Threads split the channels, so each
-// channel's sums run over the rows in order: the passes' bits.
+// passes below also write d z whole and read it twice. Whole rows, not a 16-channel column down
+// all rows: each row's channels are contiguous, so the reads stream, where a column read one
+// cache line per row and page. Threads split the channels into contiguous ranges, so each
+// channel's sums run over the rows in order on one thread: the passes' bits at any thread count.
 template <int KC>
-void backward_by_channels(const Conv& cv, const float* g, float* gx, bool gx_fresh, float* gw, float* gb) {
+void backward_rows(const Conv& cv, const float* g, float* gx, bool gx_fresh, float* gw, float* gb,
+                   int64_t c0, int64_t c1) {
   using namespace lanes;
-  const int64_t T = cv.T, C = cv.C, nv = C / kLanes;
-#pragma omp parallel for schedule(static) if (cv.B * T * C > kParallelMin)
-  for (int64_t v = 0; v < nv; ++v) {
-    const int64_t c1 = v * kLanes;
-    const float* x = cv.x + c1;
-    Lanes w[KC], acc[KC] = {}, sb = {};
-    for (int k = 0; k < KC; ++k) w[k] = ld(cv.wt.data() + k * C + c1);
-    float ring[KC][kLanes];  // d z of row t at ring[t % KC]
-    for (int64_t b = 0; b < cv.B; ++b)
-      for (int64_t t = 0; t < T + KC - 1; ++t) {
-        if (t < T) {  // d z of row t
-          const int64_t r = b * T + t, first = std::max<int64_t>(0, KC - 1 - t);
-          Lanes z = cv.bias ? ld(cv.bias + c1) : Lanes{};
-          for (int64_t k = first; k < KC; ++k) z = z + w[k] * ld(x + (r - KC + 1 + k) * C);
-          float* d = ring[t % KC];
-          st(d, z);
-          const float* gr = g + r * C + c1;
-#pragma omp simd
-          for (int c = 0; c < kLanes; ++c) {
-            const float zc = d[c], s = sigmoid_approx(zc);
-            d[c] = gr[c] * (s * (1.f + zc * (1.f - s)));
-          }
-          const Lanes dz = ld(d);
-          sb += dz;
-          for (int64_t k = 0; k < KC; ++k)
-            if (t - KC + 1 + k >= 0) acc[k] += dz * ld(x + (r - KC + 1 + k) * C);
+  const int64_t T = cv.T, C = cv.C, n = c1 - c0;
+  if (n <= 0) return;
+  std::vector<float> buf(size_t((2 * KC + 1) * n), 0.f);
+  float *acc = buf.data(), *ring = acc + KC * n, *sb = ring + KC * n;  // acc[k][c]; d z of row t at ring[t % KC]
+  const float *x = cv.x + c0, *wt = cv.wt.data() + c0, *bias = cv.bias ? cv.bias + c0 : nullptr;
+  for (int64_t b = 0; b < cv.B; ++b)
+    for (int64_t t = 0; t < T + KC - 1; ++t) {
+      if (t < T) {  // d z of row t
+        const int64_t r = b * T + t, first = std::max<int64_t>(0, KC - 1 - t);
+        float* d = ring + (t % KC) * n;
+        for (int64_t c = 0; c < n; c += kLanes) {
+          Lanes z = bias ? ld(bias + c) : Lanes{};
+          for (int64_t k = first; k < KC; ++k) z = z + ld(wt + k * C + c) * ld(x + (r - KC + 1 + k) * C + c);
+          st(d + c, z);
         }
-        const int64_t ts = t - (KC - 1);  // d x of row ts, from d z of rows ts .. ts + K - 1
-        if (gx && ts >= 0) {
-          float* gxr = gx + (b * T + ts) * C + c1;
-          Lanes a = gx_fresh ? Lanes{} : ld(gxr);
-          for (int64_t k = std::max<int64_t>(0, ts + KC - T); k < KC; ++k) a = a + w[k] * ld(ring[(ts + KC - 1 - k) % KC]);
-          st(gxr, a);
+        const float* gr = g + r * C + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) {
+          const float zc = d[c], s = sigmoid_approx(zc);
+          d[c] = gr[c] * (s * (1.f + zc * (1.f - s)));
+        }
+        for (int64_t c = 0; c < n; c += kLanes) {
+          const Lanes dz = ld(d + c);
+          st(sb + c, ld(sb + c) + dz);
+          for (int64_t k = first; k < KC; ++k) {
+            Lanes a = ld(acc + k * n + c);
+            a += dz * ld(x + (r - KC + 1 + k) * C + c);
+            st(acc + k * n + c, a);
+          }
         }
       }
-    for (int l = 0; l < kLanes; ++l) {
-      if (gb) gb[c1 + l] += sb[l];
-      if (gw)
-        for (int64_t k = 0; k < KC; ++k) gw[(c1 + l) * KC + k] += acc[k][l];
+      const int64_t ts = t - (KC - 1);  // d x of row ts, from d z of rows ts .. ts + K - 1
+      if (gx && ts >= 0) {
+        float* gxr = gx + (b * T + ts) * C + c0;
+        const int64_t first = std::max<int64_t>(0, ts + KC - T);
+        for (int64_t c = 0; c < n; c += kLanes) {
+          Lanes a = gx_fresh ? Lanes{} : ld(gxr + c);
+          for (int64_t k = first; k < KC; ++k) a = a + ld(wt + k * C + c) * ld(ring + ((ts + KC - 1 - k) % KC) * n + c);
+          st(gxr + c, a);
+        }
+      }
     }
+  for (int64_t c = 0; c < n; ++c) {
+    if (gb) gb[c0 + c] += sb[c];
+    if (gw)
+      for (int64_t k = 0; k < KC; ++k) gw[(c0 + c) * KC + k] += acc[k * n + c];
   }
+}
+
+template <int KC>
+void backward_by_rows(const Conv& cv, const float* g, float* gx, bool gx_fresh, float* gw, float* gb) {
+  const int64_t nv = cv.C / lanes::kLanes;
+  const bool parallel = cv.B * cv.T * cv.C > kParallelMin;
+  parallel_if(parallel, [&] {
+    const int64_t nt = parallel ? omp_get_num_threads() : 1, id = parallel ? omp_get_thread_num() : 0;
+    const int64_t v0 = nv * id / nt, v1 = nv * (id + 1) / nt;
+    backward_rows<KC>(cv, g, gx, gx_fresh, gw, gb, v0 * lanes::kLanes, v1 * lanes::kLanes);
+  });
 }
 
 }  // namespace
@@ -193,7 +215,7 @@ Tensor causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& b
     bool gx_fresh;
     float *gx = grad_for_write(x, &gx_fresh), *gw = grad_of(weight), *gb = grad_of(bias);
     if (C % lanes::kLanes == 0 && K == 4) {  // Mamba's d_conv
-      backward_by_channels<4>(*conv, g, gx, gx_fresh, gw, gb);
+      backward_by_rows<4>(*conv, g, gx, gx_fresh, gw, gb);
       return;
     }
     // d pre-activation = g silu'(z), silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).

@@ -268,6 +268,77 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor
   return out;
 }
 
+std::vector<Tensor> linear_parts(const Tensor& x, const Tensor& w, const std::vector<int64_t>& widths) {
+  const LinearDims d = linear_dims("linear_parts", x, w, Tensor());
+  int64_t total = 0;
+  for (int64_t width : widths) {
+    if (width < 1) throw Error("linear_parts: part width " + std::to_string(width) + " must be at least 1");
+    total += width;
+  }
+  if (widths.empty() || total != d.outf)
+    throw Error("linear_parts: the widths sum to " + std::to_string(total) + ", the weight has " +
+                std::to_string(d.outf) + " rows");
+  std::vector<Tensor> parts;
+  for (int64_t width : widths) {
+    Shape os = x.shape();
+    os[-1] = width;
+    parts.push_back(Tensor::empty(os));
+  }
+  // A part narrower than kNarrowPart is computed with the part before it, in one GEMM into a
+  // buffer, then copied out: a GEMM of one column is a GEMV, whose sums round apart from the
+  // whole GEMM's (oneDNN), and a narrow copy costs little.
+  constexpr int64_t kNarrowPart = 16;
+  int64_t row0 = 0;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    const bool merge = i + 1 < widths.size() && widths[i + 1] < kNarrowPart;
+    const int64_t n = merge ? widths[i] + widths[i + 1] : widths[i];
+    const float* wr = w.data() + row0 * d.in;
+    if (!merge) {
+      sgemm(false, true, d.rows, n, d.in, 1.f, x.data(), d.in, wr, d.in, 0.f, parts[i].data(), n);
+    } else {
+      std::vector<float> both(size_t(d.rows * n));
+      sgemm(false, true, d.rows, n, d.in, 1.f, x.data(), d.in, wr, d.in, 0.f, both.data(), n);
+      for (int64_t r = 0; r < d.rows; ++r) {
+        const float* src = both.data() + r * n;
+        std::copy(src, src + widths[i], parts[i].data() + r * widths[i]);
+        std::copy(src + widths[i], src + n, parts[i + 1].data() + r * widths[i + 1]);
+      }
+      ++i;
+    }
+    row0 += n;
+  }
+  if (!needs_grad({x, w})) return parts;
+  std::vector<std::weak_ptr<TensorImpl>> held;  // weakly, as linear's out: the tape's node owns them
+  for (const Tensor& p : parts) held.push_back(p.ptr());
+  record_parts("linear_parts", parts, {x, w}, [x, w, d, held, widths](const float*) {
+    // d out = 0 + d part, column block by block (the bits slice's backward writes), 0 where none.
+    Tensor g = Tensor::empty(Shape{d.rows, d.outf});
+    int64_t col0 = 0;
+    for (size_t i = 0; i < held.size(); ++i) {
+      const Tensor gp = Tensor(held[i].lock()).grad();
+      const float* src = gp.defined() ? gp.data() : nullptr;
+      const int64_t width = widths[i];
+      float* dst = g.data() + col0;
+#pragma omp parallel for schedule(static) if (d.rows * width > kParallelMin)
+      for (int64_t r = 0; r < d.rows; ++r) {
+        float* out = dst + r * d.outf;
+        if (!src) {
+          std::fill(out, out + width, 0.f);
+          continue;
+        }
+        const float* in = src + r * width;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) out[j] = 0.f + in[j];
+      }
+      col0 += width;
+    }
+    bool fresh;
+    float* gx = grad_for_write(x, &fresh);
+    linear_backward(g.data(), x.data(), d, w, Tensor(), gx, fresh);
+  });
+  return parts;
+}
+
 Tensor gelu_linear(const Tensor& h, const Tensor& w, const Tensor& bias, const Tensor& residual) {
   const LinearDims d = linear_dims("gelu_linear", h, w, bias);
   check_residual("gelu_linear", h, d, residual);

@@ -2,6 +2,7 @@
 // sequence, the fused conv + SiLU against its composition, and the fused op's register sums of
 // d weight and d bias and its one-pass backward against its plain loops. Finite-difference checks: test_gradcheck.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -89,10 +90,15 @@ TEST_CASE("causal_conv1d_silu: each channel's d weight and d bias have the bits 
 
 TEST_CASE("causal_conv1d_silu: the one-pass backward has the bits of the passes, every gradient") {
   // 32 channels and 4 taps take the one pass (channels in whole vectors); a channel alone takes
-  // the passes. T 2 < K - 1: every row's taps reach before the sequence.
-  for (const int64_t T : {21, 2}) {
+  // the passes. T 2 < K - 1: every row's taps reach before the sequence. 80 channels at B 4, T 64:
+  // threaded, the threads' channel ranges of 2 and 3 vectors.
+  struct Size {
+    int64_t B, T, C;
+  };
+  for (const Size sz : {Size{3, 21, 32}, Size{3, 2, 32}, Size{4, 64, 80}}) {
+    const int64_t B = sz.B, T = sz.T, C = sz.C, K = 4;
     CAPTURE(T);
-    const int64_t B = 3, C = 32, K = 4;
+    CAPTURE(C);
     const Tensor x = param({B, T, C}, 41), w = param({C, 1, K}, 42), b = param({C}, 43), g = param({B, T, C}, 44);
     const Tensor y = causal_conv1d_silu(x, w, b);
     backward(sum(mul(y, g)));
@@ -109,5 +115,24 @@ TEST_CASE("causal_conv1d_silu: the one-pass backward has the bits of the passes,
       CHECK(std::memcmp(wc.grad().data(), w.grad().data() + c * K, sizeof(float) * K) == 0);
       CHECK(std::memcmp(bc.grad().data(), b.grad().data() + c, sizeof(float)) == 0);
     }
+  }
+}
+
+TEST_CASE("causal_conv1d_silu: the one-pass backward gives the same bits at 1 and 2 threads") {
+  // 80 channels (5 vectors) over 16384 rows: threaded, the channel ranges split unevenly.
+  const int64_t B = 4, T = 4096, C = 80, K = 4;
+  const Tensor x = param({B, T, C}, 51), w = param({C, 1, K}, 52), b = param({C}, 53), g = param({B, T, C}, 54);
+  auto grads = [&](int threads) {
+    omp_set_num_threads(threads);
+    for (const Tensor* t : {&x, &w, &b}) t->impl()->grad.reset();
+    backward(sum(mul(causal_conv1d_silu(x, w, b), g)));
+    return std::vector<Tensor>{x.grad().clone(), w.grad().clone(), b.grad().clone()};
+  };
+  const int before = omp_get_max_threads();
+  const std::vector<Tensor> one = grads(1), two = grads(2);
+  omp_set_num_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(one[i].data(), two[i].data(), sizeof(float) * size_t(one[i].numel())) == 0);
   }
 }
