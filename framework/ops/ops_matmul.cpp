@@ -296,7 +296,7 @@ std::vector<Tensor> linear_parts(const Tensor& x, const Tensor& w, const std::ve
     if (!merge) {
       sgemm(false, true, d.rows, n, d.in, 1.f, x.data(), d.in, wr, d.in, 0.f, parts[i].data(), n);
     } else {
-      std::vector<float> both(size_t(d.rows * n));
+      const Tensor both = Tensor::empty(Shape{d.rows, n});  // cached storage: no page faults a step
       sgemm(false, true, d.rows, n, d.in, 1.f, x.data(), d.in, wr, d.in, 0.f, both.data(), n);
       for (int64_t r = 0; r < d.rows; ++r) {
         const float* src = both.data() + r * n;
