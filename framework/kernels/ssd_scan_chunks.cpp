@@ -217,7 +217,7 @@ void ChunkedBackward::head_chunk(const ChunkHead& h, int64_t j, int64_t c) {
   }
   float prefix = 0.f;
   for (int64_t k = 0; k < L; ++k) {
-    const float w = W[k] * dot(XdS + k * N, Bc + k * N, N);
+    const float w = lanes::opaque(W[k] * dot(XdS + k * N, Bc + k * N, N));  // rounded under any -mtune
     dl[k] += prefix;
     prefix += w;
   }

@@ -61,6 +61,14 @@ inline Lanes opaque(Lanes x) {
   return x;
 }
 
+// The same for one float: a product passed through it is rounded before a sum takes it, whatever
+// -mtune says (GCC's Zen tuning keeps a loop-carried chain of multiply-adds unfused, its other
+// tunings fuse it: the bits would follow the machine that compiled them).
+inline float opaque(float x) {
+  asm("" : "+x"(x));
+  return x;
+}
+
 // hsum16's first level for its rows 2i and 2i + 1 (each row's lanes l and l + 8 added: 8 lanes
 // a row), so that a caller can fold each pair of rows as soon as both exist.
 inline Lanes hsum16_pair(Lanes even, Lanes odd) {
