@@ -70,17 +70,6 @@ Registry<TrainSize>& train_sizes() {
 }
 constexpr int kWarmupSteps = 2;
 
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 constexpr int64_t kExperimentVocab = 512;
 
 std::string task_of(const TrainSize& size) {
@@ -135,7 +124,10 @@ double sgemm_peak_gflops(int64_t n, int repeats) {
 
 // One row, in this process: the model trained for kWarmupSteps + `steps` steps on batches drawn
 // before the clock starts.
-Json train_row(const TrainSize& size, const std::string& family, int steps, bool profile) {
+// With micro > 1 the step runs as `micro` forward and backward passes over B / micro rows each,
+// their gradients summed (the loss of each scaled by 1 / micro), then one clip and one AdamW, as
+// `train --micro-batches` runs it: each pass's tensors micro times smaller.
+Json train_row(const TrainSize& size, const std::string& family, int steps, bool profile, int micro) {
   const RunConfig c = train_config(size, family);
   const double peak = sgemm_peak_gflops(2048, 5);  // first: the row's process is still fresh
   LanguageModel model(c.model, seed_mix(uint64_t(c.run.seed), 0));  // as train initialises it
@@ -143,7 +135,8 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
   std::unique_ptr<Optimizer> opt = make_optimizer(c.optimizer, model);
   std::vector<Batch> batches;
   const uint64_t stream = stream_seed(c.run.seed, "train");
-  for (int s = 0; s < kWarmupSteps + steps; ++s) batches.push_back(make_batch(c.task, stream, uint64_t(s), size.batch));
+  for (int s = 0; s < (kWarmupSteps + steps) * micro; ++s)
+    batches.push_back(make_batch(c.task, stream, uint64_t(s), size.batch / micro));
   std::vector<double> ms;
   int64_t flops = 0, faults = 0, activations = 0;
   for (int s = 0; s < kWarmupSteps + steps; ++s) {
@@ -155,9 +148,13 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
     const auto t0 = std::chrono::steady_clock::now();
     profile_mark();
     const int64_t live0 = memory_live_bytes();
-    const Tensor loss = cross_entropy(model.forward(batches[size_t(s)].inputs), batches[size_t(s)].targets);
-    activations = memory_live_bytes() - live0;
-    backward(loss);
+    for (int m = 0; m < micro; ++m) {
+      const Batch& b = batches[size_t(s * micro + m)];
+      Tensor loss = cross_entropy(model.forward(b.inputs), b.targets);
+      if (micro > 1) loss = mul_scalar(loss, 1.f / float(micro));
+      activations = memory_live_bytes() - live0;
+      backward(loss);
+    }
     {
       ProfilePhase p("clip_grad_norm");
       clip_grad_norm(params, c.optimizer.clip);
@@ -179,6 +176,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
               {"model", family},
               {"task", task_of(size)},
               {"batch", size.batch},
+              {"micro_batches", micro},
               {"seq_len", size.seq_len},
               {"d_model", size.d_model},
               {"n_layers", size.n_layers},
@@ -265,16 +263,22 @@ std::string train_sizes_help(const std::string& lead) { return train_sizes().hel
 int bench_train(const po::variables_map& vm) {
   const std::vector<std::string> families = family_list(vm["models"].as<std::string>());
   std::vector<const TrainSize*> sizes;
-  for (const std::string& n : split_commas(vm.count("configs") ? vm["configs"].as<std::string>()
-                                                                : joined(train_sizes().names(), ",")))
+  for (const std::string& n : split(vm.count("configs") ? vm["configs"].as<std::string>()
+                                                                : joined(train_sizes().names(), ","),
+                                    ','))
     sizes.push_back(as_usage_error([&] { return &train_sizes().find(n); }));
   for (const TrainSize* s : sizes)
     for (const std::string& f : families) train_config(*s, f);  // every row checked before any runs
   const int steps = bench_repeats(vm, 10);
   const int processes = vm["processes"].as<int>();
   const bool json = vm["json"].as<bool>(), profile = vm["profile"].as<bool>();
+  const int micro = vm["micro-batches"].as<int>();
+  for (const TrainSize* s : sizes)
+    if (s->batch % micro != 0)
+      throw UsageError("--micro-batches " + std::to_string(micro) + " does not divide " + s->name + "'s batch of " +
+                       std::to_string(s->batch));
   if (vm["row"].as<bool>()) {  // a child: one row, one JSON line
-    std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile).dump().c_str());
+    std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile, micro).dump().c_str());
     return 0;
   }
   // The parent runs no OpenMP region: its idle threads would compete with the row's under
@@ -287,7 +291,8 @@ int bench_train(const po::variables_map& vm) {
   for (const TrainSize* s : sizes)
     for (const std::string& f : families) {
       std::vector<std::string> args = {"trilemma", "bench", "train", "--row", "--configs", s->name,
-                                       "--models", f, "--repeats", std::to_string(steps), "--threads",
+                                       "--models", f, "--repeats", std::to_string(steps), "--micro-batches",
+                                       std::to_string(micro), "--threads",
                                        std::to_string(num_threads()), "--gemm", runtime_info().gemm_backend,
                                        "--json"};
       if (profile) args.push_back("--profile");

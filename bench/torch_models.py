@@ -128,13 +128,16 @@ def lr_at(step, total):
     return 0.5 * LR * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
-def train_step(forward, model, opt, ids, targets, step, total):
-    """forward: model itself, or model under torch.compile."""
+def train_step(forward, model, opt, ids, targets, step, total, micro=1):
+    """forward: model itself, or model under torch.compile. micro > 1: the batch's rows in that
+    many forward and backward passes, their gradients summed before one update (as trilemma's
+    --micro-batches)."""
     for group in opt.param_groups:
         group["lr"] = lr_at(step, total)
-    logits = forward(ids)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-    loss.backward()
+    for part_ids, part_targets in zip(ids.chunk(micro), targets.chunk(micro)):
+        logits = forward(part_ids)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), part_targets.reshape(-1))
+        (loss / micro if micro > 1 else loss).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
     opt.step()
     opt.zero_grad(set_to_none=True)
@@ -160,13 +163,13 @@ def bench(a):
     ms, warm, cpu_ms = [], [], []
     for step in range(total):
         t0, c0 = time.perf_counter(), time.process_time()
-        train_step(forward, model, opt, ids, targets, step, total)
+        train_step(forward, model, opt, ids, targets, step, total, a.micro_batches)
         (ms if step >= a.warmup else warm).append(round(1e3 * (time.perf_counter() - t0), 3))
         cpu_ms.append(1e3 * (time.process_time() - c0))  # CPU time: steadier on a shared machine
     med = statistics.median(ms)
     compile_s = round(sum(w - med for w in warm) / 1e3, 2) if a.compile else None
     return {"config": a.config, "model": a.model, "form": a.form + ("-compile" if a.compile else ""),
-            "variant": variant or "models.py", "compile_s": compile_s,
+            "variant": variant or "models.py", "compile_s": compile_s, "micro_batches": a.micro_batches,
             "cpu_ms_median": round(statistics.median(cpu_ms[a.warmup:]), 3),
             "params": sum(p.numel() for p in model.parameters()), "ms_median": med, "ms": ms,
             "tokens_per_s": round(batch * T / med * 1e3, 1),
@@ -256,9 +259,13 @@ def main():
                          "torch threads; 0 = torch's default", "check the fast forms against the plain one")
     p.add_argument("--form", choices=["tuned", "plain"], default="tuned")
     p.add_argument("--compile", action="store_true", help="torch.compile the tuned form (PyTorch 2.x)")
+    p.add_argument("--micro-batches", type=int, default=1,
+                   help="each step's batch in K forward and backward passes, gradients summed (K divides the batch)")
     a = p.parse_args()
     if a.compile and (a.form != "tuned" or not hasattr(torch, "compile")):
         p.error(f"--compile needs --form tuned and PyTorch 2.x (this is {torch.__version__})")
+    if a.micro_batches < 1 or CONFIGS[a.config][4] % a.micro_batches:
+        p.error(f"--micro-batches {a.micro_batches} does not divide {a.config}'s batch of {CONFIGS[a.config][4]}")
     compiling = lambda r: f", compile {r['compile_s']} s" if a.compile else ""  # noqa: E731
     run_anchor(a, lambda: check(max(1, a.threads)), bench,
                lambda r: f"{r['config']} {r['model']} {r['form']} ({r['variant']}): {r['ms_median']:.1f} "

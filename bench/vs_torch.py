@@ -98,7 +98,8 @@ def run(cmd, env, copies=1):
 
 def trilemma_cmd(a, config, model):
     return [os.path.join(a.build, "trilemma"), "bench", "train", "--configs", config, "--models", model,
-            "--repeats", str(a.steps), "--threads", str(a.threads), "--processes", str(a.processes), "--json"]
+            "--repeats", str(a.steps), "--threads", str(a.threads), "--processes", str(a.processes),
+            "--micro-batches", str(a.micro_batches), "--json"]
 
 
 def run_trilemma(a, config, model):
@@ -110,7 +111,7 @@ def run_trilemma(a, config, model):
 def torch_cmd(a, config, model, form):
     return [PYTHON, TORCH_MODELS, "--config", config, "--model", model, "--form", form,
             "--steps", str(a.steps), "--warmup", str(WARMUP),
-            "--threads", str(a.threads if form == "tuned" else 0), "--json"]
+            "--threads", str(a.threads if form == "tuned" else 0), "--micro-batches", str(a.micro_batches), "--json"]
 
 
 def anchor_cmd(a, config, model, anchor):
@@ -438,12 +439,17 @@ def main():
                    help="rounds that also run the out-of-the-box PyTorch (default: all)")
     p.add_argument("--plain-configs", default="S,W,L1024,L2048,L4096",
                    help="configurations that run the out-of-the-box PyTorch")
+    p.add_argument("--micro-batches", type=int, default=1,
+                   help="every step, trilemma's and PyTorch's, as K forward and backward passes over B / K rows, "
+                        "gradients summed (K must divide each config's batch; not with the jax anchor)")
     p.add_argument("--anchors", default=",".join(ANCHORS),
                    help="torch113 (tuned and plain PyTorch 1.13), torch2, torch2-compile, jax; the last "
                         "three need bench/anchors_venv.sh's venv and are reported absent without it")
     a = p.parse_args()
     a.anchors, a.absent = select_anchors(p, a.anchors)
     a.configs, a.models = a.configs.split(","), a.models.split(",")
+    if a.micro_batches > 1 and "jax" in a.anchors:
+        sys.exit("--micro-batches: not with the jax anchor (jax_models.py runs whole batches); choose --anchors")
     a.plain_configs = a.plain_configs.split(",")
     for c in a.configs:
         if c not in CONFIGS:

@@ -51,6 +51,10 @@ void bench_options(CommandOptions& o) {
        "train: run N copies of each row at once, as a sweep's lanes do (e.g. 2 with --threads 1); the step time "
        "is the median of their medians")
       ("profile", po::bool_switch(), "train: also print the time per op kind, forward and backward, with the GFLOP/s and share of the sgemm peak of those that count FLOPs")
+      ("micro-batches", po::value<int>()->value_name("K")->default_value(1)
+                            ->notifier(in_range("micro-batches", 1, 1024)),
+       "train: run each step as K forward and backward passes over B / K rows, gradients summed, then one "
+       "update (a measurement of what smaller tensors buy; K must divide the size's batch)")
       ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
        "scaling, decode: blocks per model")
@@ -70,6 +74,12 @@ void bench_options(CommandOptions& o) {
        "mixers: also run the naive attention kernel (T x T memory) next to the fused one")
       ("model-shapes", po::value<bool>()->value_name("BOOL")->default_value(true, "true"),
        "gemm: also time the GEMMs of linear layers (forward, dx, dW) at typical model shapes")
+      ("shapes", po::value<std::string>()->value_name("LIST"),
+       "gemm: also time these GEMMs, comma-separated, each MxNxK:OP (OP NN, NT, TN or TT: whether A and B are "
+       "transposed), e.g. 16384x386x64:NT, a linear layer's forward on 16384 rows of 64 features into 386")
+      ("cold", po::value<bool>()->value_name("BOOL")->default_value(false, "false"),
+       "gemm: each call reads operands that no call in the last 512 MB of operands touched, as a training "
+       "step's GEMMs meet tensors streamed through memory")
       ("repeats", po::value<int>()->value_name("N")->notifier(in_range("repeats", 1, 1000)),
        "timed runs per case; the median is reported; default 5 (scaling: 3, train: 10 steps)")
       ("min-time", po::value<double>()->value_name("SEC")->default_value(0.2, "0.2")

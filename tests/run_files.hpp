@@ -67,4 +67,29 @@ inline bool no_temporary_files(const fs::path& dir) {
   return true;
 }
 
+// || a - b || / || a - start || over every parameter of the checkpoints: the difference in
+// units of the distance training moved the weights.
+inline double relative_difference(const fs::path& a, const fs::path& b, const fs::path& start) {
+  const std::string script =
+      "import h5py, numpy as np, sys\n"
+      "def load(f):\n"
+      "    out = {}\n"
+      "    with h5py.File(f) as h:\n"
+      "        h['model'].visititems(lambda n, o: out.__setitem__(n, o[()].astype(np.float64)) if isinstance(o, h5py.Dataset) else None)\n"
+      "    return out\n"
+      "a, b, s = (load(f) for f in sys.argv[1:4])\n"
+      "print(np.sqrt(sum(((a[k] - b[k]) ** 2).sum() for k in a) / sum(((a[k] - s[k]) ** 2).sum() for k in a)))\n";
+  write_text(scratch("reldiff.py"), script);
+  const std::string out = capture("/usr/bin/python3 '" + scratch("reldiff.py").string() + "' '" + a.string() +
+                                  "' '" + b.string() + "' '" + start.string() + "'");
+  return std::stod(out);
+}
+
+// The value of `key` in the metrics row of `split` at `step` (metrics.jsonl).
+inline double metric(const fs::path& dir, int64_t step, const std::string& split, const std::string& key) {
+  return std::stod(capture("/usr/bin/python3 -c 'import json, sys\nfor l in open(sys.argv[1]):\n    r = json.loads(l)\n"
+                           "    if r[\"step\"] == " + std::to_string(step) + " and r[\"split\"] == \"" + split +
+                           "\": print(r[\"" + key + "\"])' '" + (dir / "metrics.jsonl").string() + "'"));
+}
+
 }  // namespace trilemma_test

@@ -35,6 +35,11 @@ void ScheduleConfig::visit(FieldVisitor& v) {
 
 void RunSettings::visit(FieldVisitor& v) {
   v.integer("batch", batch, {1, 1 << 20}, "rows per training batch");
+  v.integer("micro-batches", micro_batches, {1, 1 << 20},
+            "forward and backward passes per step, each over its share of the batch's rows, their gradients "
+            "summed before one update: the same step to float32 rounding, with activations K times smaller "
+            "(less memory; faster where a step's tensors outgrow the caches). Its own bits per K",
+            {}, FieldAge::added_later);
   v.integer("steps", steps, {1, kBig}, "training steps");
   v.integer("eval-every", eval_every, {1, kBig}, "steps between evaluations (and at the last step)");
   v.integer("eval-batches", eval_batches, {1, 1 << 20}, "batches per periodic evaluation (validation stream)");
@@ -119,6 +124,9 @@ void RunConfig::validate() const {
   if (model.vocab != task.vocab_size())
     throw Error("model vocab " + std::to_string(model.vocab) + " differs from the task's " +
                 std::to_string(task.vocab_size()));
+  if (run.micro_batches > run.batch)
+    throw Error("--micro-batches " + std::to_string(run.micro_batches) + " is out of range (allowed: 1.." +
+                std::to_string(run.batch) + ", at most --batch)");
   if (schedule.min_lr > optimizer.lr)
     throw Error("--min-lr " + exact_number(schedule.min_lr) + " is out of range (allowed: 0.." +
                 exact_number(optimizer.lr) + ", at most --lr)");

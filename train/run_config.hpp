@@ -40,6 +40,7 @@ struct ScheduleConfig : Options {
 // How long the run trains, how it evaluates, checkpoints and reports, and where.
 struct RunSettings : Options {
   int64_t batch = 32, steps = 1000;
+  int64_t micro_batches = 1;     // each step's batch in this many forward and backward passes
   int64_t eval_every = 100, eval_batches = 4;
   int64_t final_eval_batches = 0;  // of the final evaluation on the test stream; 0: eval_batches
   int64_t eval_batch = 0;        // rows per evaluation batch; 0: batch

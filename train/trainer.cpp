@@ -182,11 +182,12 @@ struct Trainer::Loop {
   Loop(const std::string& progress_mode, int64_t step, int64_t steps) : progress(progress_mode, step, steps) {}
 };
 
-// A step's forward and backward: the batch it trained on, its logits, and what the update needs.
+// A step's forward and backward: the batch it trained on, its accuracy when logged, and what the
+// update needs.
 struct Trainer::StepResult {
   Batch global, mine;
   const Batch* batch = nullptr;  // this rank's rows
-  Tensor logits;
+  Accuracy accuracy;              // on this rank's rows, for a logged step
   float loss = NAN;
   double grad_norm = NAN, lr = NAN;
 };
@@ -279,15 +280,31 @@ Trainer::StepResult Trainer::forward_backward(Loop& loop) {
     if (loop.ranks > 1) r.mine = rows_of(r.global, loop.row_lo, loop.row_hi);
   }
   r.batch = loop.ranks > 1 ? &r.mine : &r.global;
-  stop_signals::set_activity("forward", step_ + 1);
-  r.logits = model_->forward(r.batch->inputs);
-  Tensor loss = cross_entropy(r.logits, r.batch->targets);
-  // With P ranks each loss is its share of the global batch's mean (scored positions here
-  // over all scored positions), so the summed gradients are those of the global mean.
-  if (loop.ranks > 1) loss = mul_scalar(loss, float(double(scored(*r.batch)) / double(scored(r.global))));
-  stop_signals::set_activity("backward", step_ + 1);
-  backward(loss);
-  r.loss = loop.ranks > 1 ? all_reduce_gradients(loop.params, loss.item(), loop.reduce_buffer) : loss.item();
+  // With P ranks or K micro-batches each pass's loss is its share of the global batch's mean
+  // (scored positions in its rows over all scored positions), so the summed gradients are those
+  // of the global mean. One pass on one rank keeps the plain mean (and its bits).
+  const int64_t K = config_.run.micro_batches, rows = r.batch->inputs.shape()[0];
+  const bool shared = loop.ranks > 1 || K > 1;
+  const double all_scored = shared ? double(scored(r.global)) : 1.0;
+  const bool logged = (step_ + 1) % config_.run.log_every == 0 || step_ + 1 == config_.run.steps;
+  double loss_sum = 0;
+  for (int64_t m = 0; m < K; ++m) {
+    const int64_t lo = rows * m / K, hi = rows * (m + 1) / K;
+    if (lo == hi) continue;  // more micro-batches than this rank's rows
+    const Batch part = K > 1 ? rows_of(*r.batch, lo, hi) : Batch{};
+    const Batch& b = K > 1 ? part : *r.batch;
+    stop_signals::set_activity("forward", step_ + 1);
+    const Tensor logits = model_->forward(b.inputs);
+    Tensor loss = cross_entropy(logits, b.targets);
+    if (shared) loss = mul_scalar(loss, float(double(scored(b)) / all_scored));
+    stop_signals::set_activity("backward", step_ + 1);
+    backward(loss);
+    loss_sum += K > 1 ? double(loss.item()) : 0.0;
+    if (K == 1) r.loss = loss.item();
+    if (logged) r.accuracy.add(token_accuracy(logits, b.targets));  // the argmax only for logged steps
+  }
+  if (K > 1) r.loss = float(loss_sum);
+  if (loop.ranks > 1) r.loss = all_reduce_gradients(loop.params, r.loss, loop.reduce_buffer);
   stop_signals::set_activity("optimizer step", step_ + 1);
   {
     ProfilePhase p("clip_grad_norm");
@@ -338,8 +355,7 @@ void Trainer::log_step(Loop& loop, const StepResult& r) {
   const bool log_due = step_ % rs.log_every == 0 || step_ == rs.steps;
   // The argmax over B*T*V logits only for logged steps; the bar shows the last logged one.
   if (log_due) {
-    const Accuracy a = token_accuracy(r.logits, r.batch->targets);
-    int64_t counts[2] = {a.correct, a.total};
+    int64_t counts[2] = {r.accuracy.correct, r.accuracy.total};
     dist::allreduce_sum(counts, 2);
     loop.train_acc = Accuracy{counts[0], counts[1]}.value();
   }

@@ -98,9 +98,6 @@ std::optional<bool> parse_bool(const std::string& s) {
   return std::nullopt;
 }
 
-namespace {
-
-// Every piece of `text` between separators, empty ones included.
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> pieces;
   size_t pos = 0;
@@ -109,6 +106,8 @@ std::vector<std::string> split(const std::string& text, char separator) {
   pieces.push_back(text.substr(pos));
   return pieces;
 }
+
+namespace {
 
 std::string range_text(IntRange r) { return std::to_string(r.lo) + ".." + std::to_string(r.hi); }
 

@@ -185,6 +185,8 @@ std::string int_list_text(const std::vector<int64_t>& v, char separator = ',');
 std::vector<int64_t> parse_list_field(const IntListSpec& f, const std::string& text);
 // A number as `format` prints it; by default as "%g" does: 0.001, 1e-05, 64.
 std::string number_text(double v, const char* format = "%g");
+// Every piece of `text` between separators, empty ones included ("a,,b" -> a, "", b).
+std::vector<std::string> split(const std::string& text, char separator);
 // "a, b, c" (or with another separator).
 std::string joined(const std::vector<std::string>& items, const std::string& separator = ", ");
 

@@ -189,6 +189,19 @@ TEST_CASE("cli: a generic OpenBLAS kernel in use is never silent, and unused is 
     CHECK(run("info --gemm openblas", "OPENBLAS_CORETYPE=Haswell").out.find("WARNING") == std::string::npos);
 }
 
+namespace {
+
+// Whether `condition`, a Python expression over `rows` (bench gemm --json's rows), holds.
+bool gemm_rows_satisfy(const std::string& json, const std::string& condition) {
+  const fs::path file = scratch("bench_gemm.json"), script = scratch("bench_gemm_rows.py");
+  write_text(file, json);
+  write_text(script, "import json, sys\nrows = json.load(open(sys.argv[1]))['rows']\nsys.exit(0 if " + condition +
+                         " else 1)\n");
+  return std::system(("/usr/bin/python3 '" + script.string() + "' '" + file.string() + "'").c_str()) == 0;
+}
+
+}  // namespace
+
 TEST_CASE("cli: bench gemm runs (tiny sizes) and prints JSON rows, nothing else") {
   Run r = run("bench gemm --sizes 32,48 --model-shapes false --repeats 1 --min-time 0.001 "
               "--threads 1 --json");
@@ -201,12 +214,23 @@ TEST_CASE("cli: bench gemm runs (tiny sizes) and prints JSON rows, nothing else"
   CHECK(table.code == 0);
   CHECK(table.out.rfind("trilemma ", 0) == 0);
   CHECK(table.out.find("1 thread of") != std::string::npos);
-  const fs::path file = scratch("bench.json");
-  write_text(file, r.out);
   // Two rows, each with three positive GFLOP/s figures.
-  std::string cmd = "/usr/bin/python3 -c 'import json, sys; rows = json.load(open(sys.argv[1]))[\"rows\"]\n"
-                    "sys.exit(0 if [r[\"m\"] for r in rows] == [32, 48] and all(r[k] > 0 for r in rows"
-                    " for k in (\"framework\", \"onednn\", \"openblas\")) else 1)' '" +
-                    file.string() + "'";
-  CHECK(std::system(cmd.c_str()) == 0);
+  CHECK(gemm_rows_satisfy(r.out, "[r['m'] for r in rows] == [32, 48] and all(r[k] > 0 for r in rows "
+                                 "for k in ('framework', 'onednn', 'openblas'))"));
+}
+
+TEST_CASE("cli: bench gemm times given shapes, cold, and names a malformed shape in one line") {
+  Run r = run("bench gemm --sizes 16 --model-shapes false --shapes 40x24x8:TN,8x40x24:NT --cold true "
+              "--repeats 1 --min-time 0.001 --threads 1 --json");
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(json_value(r.out, "cold") == "true");
+  CHECK(gemm_rows_satisfy(r.out, "[(r['m'], r['n'], r['k'], r['op']) for r in rows] == [(16, 16, 16, 'NN'), "
+                                 "(40, 24, 8, 'TN'), (8, 40, 24, 'NT')] and all(r['onednn'] > 0 for r in rows)"));
+  for (const char* bad : {"40x24:NT", "40x24x8:NX", "40x0x8:NN", "40x24x8"}) {
+    Run e = run(std::string("bench gemm --sizes 16 --model-shapes false --shapes ") + bad + " --threads 1");
+    CHECK(e.code == 2);
+    CHECK(count_lines(e.err) == 1);
+    CHECK(e.err.find(std::string("'") + bad + "'") != std::string::npos);
+  }
 }

@@ -19,11 +19,11 @@
 #include <cstdio>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/compare.hpp"
+#include "framework/config/options.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/io/h5.hpp"
 #include "framework/ops/ops.hpp"
@@ -44,13 +44,6 @@ constexpr double kFloor = 3e-5;
 constexpr double kClipFloor = 1e-6;
 // Double sums of up to 41k squares in another order: ~1e-16 * sqrt(n) relative; measured 2.7e-14.
 constexpr double kNorm64Tol = 1e-12;
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
-  return out;
-}
 
 std::vector<Parameter> initial_params(const H5File& f, const std::vector<std::string>& names) {
   std::vector<Parameter> params;
