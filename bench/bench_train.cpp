@@ -77,7 +77,7 @@ std::string task_of(const TrainSize& size) {
   return size.seq_len < kExperimentVocab ? "mqar" : "needle";
 }
 
-RunConfig train_config(const TrainSize& size, const std::string& family) {
+RunConfig train_config(const TrainSize& size, const std::string& family, const std::string& precision) {
   RunConfig c = RunConfig::of(family, task_of(size));
   const bool heads = dynamic_cast<HeadOptions*>(c.model.mixer.get()) != nullptr;
   TextMap text = {{"vocab", size.experiment ? std::to_string(kExperimentVocab) : "64"},
@@ -85,6 +85,7 @@ RunConfig train_config(const TrainSize& size, const std::string& family) {
                   {"n-layers", std::to_string(size.n_layers)},
                   {"seq-len", std::to_string(size.seq_len)},
                   {"batch", std::to_string(size.batch)},
+                  {"precision", precision},
                   {"mlp", heads && !size.experiment ? "gelu" : "none"}};
   // The comparison's rows (S, W, L) keep PyTorch's models' untied head (bench/torch_models.py);
   // the experiments' rows are tied, as the recipe is.
@@ -127,8 +128,10 @@ double sgemm_peak_gflops(int64_t n, int repeats) {
 // With micro > 1 the step runs as `micro` forward and backward passes over B / micro rows each,
 // their gradients summed (the loss of each scaled by 1 / micro), then one clip and one AdamW, as
 // `train --micro-batches` runs it: each pass's tensors micro times smaller.
-Json train_row(const TrainSize& size, const std::string& family, int steps, bool profile, int micro) {
-  const RunConfig c = train_config(size, family);
+Json train_row(const TrainSize& size, const std::string& family, int steps, bool profile, int micro,
+               const std::string& precision) {
+  const RunConfig c = train_config(size, family, precision);
+  set_gemm_precision(precision_of(precision));  // the peak below is that precision's GEMM's
   const double peak = sgemm_peak_gflops(2048, 5);  // first: the row's process is still fresh
   LanguageModel model(c.model, seed_mix(uint64_t(c.run.seed), 0));  // as train initialises it
   const std::vector<Parameter> params = model.parameters();
@@ -177,6 +180,7 @@ Json train_row(const TrainSize& size, const std::string& family, int steps, bool
               {"task", task_of(size)},
               {"batch", size.batch},
               {"micro_batches", micro},
+              {"precision", precision},
               {"seq_len", size.seq_len},
               {"d_model", size.d_model},
               {"n_layers", size.n_layers},
@@ -267,8 +271,14 @@ int bench_train(const po::variables_map& vm) {
                                                                 : joined(train_sizes().names(), ","),
                                     ','))
     sizes.push_back(as_usage_error([&] { return &train_sizes().find(n); }));
+  const std::string precision = vm["precision"].as<std::string>();
+  as_usage_error([&] {  // bf16 on a CPU without it: refused before any row runs
+    set_gemm_precision(precision_of(precision));
+    return 0;
+  });
+  set_gemm_precision(Precision::fp32);
   for (const TrainSize* s : sizes)
-    for (const std::string& f : families) train_config(*s, f);  // every row checked before any runs
+    for (const std::string& f : families) train_config(*s, f, precision);  // every row checked before any runs
   const int steps = bench_repeats(vm, 10);
   const int processes = vm["processes"].as<int>();
   const bool json = vm["json"].as<bool>(), profile = vm["profile"].as<bool>();
@@ -278,7 +288,7 @@ int bench_train(const po::variables_map& vm) {
       throw UsageError("--micro-batches " + std::to_string(micro) + " does not divide " + s->name + "'s batch of " +
                        std::to_string(s->batch));
   if (vm["row"].as<bool>()) {  // a child: one row, one JSON line
-    std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile, micro).dump().c_str());
+    std::printf("%s\n", train_row(*sizes.at(0), families.at(0), steps, profile, micro, precision).dump().c_str());
     return 0;
   }
   // The parent runs no OpenMP region: its idle threads would compete with the row's under
@@ -292,7 +302,7 @@ int bench_train(const po::variables_map& vm) {
     for (const std::string& f : families) {
       std::vector<std::string> args = {"trilemma", "bench", "train", "--row", "--configs", s->name,
                                        "--models", f, "--repeats", std::to_string(steps), "--micro-batches",
-                                       std::to_string(micro), "--threads",
+                                       std::to_string(micro), "--precision", precision, "--threads",
                                        std::to_string(num_threads()), "--gemm", runtime_info().gemm_backend,
                                        "--json"};
       if (profile) args.push_back("--profile");

@@ -55,6 +55,9 @@ void bench_options(CommandOptions& o) {
                             ->notifier(in_range("micro-batches", 1, 1024)),
        "train: run each step as K forward and backward passes over B / K rows, gradients summed, then one "
        "update (a measurement of what smaller tensors buy; K must divide the size's batch)")
+      ("precision", po::value<std::string>()->value_name("P")->default_value("fp32"),
+       "train, gemm: the GEMMs' inputs, fp32 or bf16 (gemm: the framework's column; train: each row, and the "
+       "peak its share is of)")
       ("row", po::bool_switch(), "train: run one row in this process (internal: each row is a child)")
       ("n-layers", po::value<int>()->value_name("N")->default_value(2)->notifier(in_range("n-layers", 1, 64)),
        "scaling, decode: blocks per model")

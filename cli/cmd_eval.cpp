@@ -9,6 +9,7 @@
 #include "data/batch_dump.hpp"
 #include "data/evaluate.hpp"
 #include "framework/core/autograd.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "models/position_encodings.hpp"
 #include "cli/cli_options.hpp"
 #include "train/model_io.hpp"
@@ -119,6 +120,8 @@ void eval_options(CommandOptions& o) {
        "default 1 for them")
       ("dump", po::value<std::string>()->value_name("FILE"),
        "write the first evaluated batch (inputs, targets, mask, logits) to this HDF5 file")
+      ("precision", po::value<std::string>()->value_name("P"),
+       "the GEMMs' inputs, fp32 or bf16; default: the run's (a bf16 run evaluates in bf16)")
       ("json", po::bool_switch(), "print one JSON object instead of the table");
   o.named.add(task_options(false));  // no defaults: only what is given overrides the checkpoint
   o.positional.add("checkpoint", 1);
@@ -128,6 +131,10 @@ int run_eval(const po::variables_map& vm) {
   const std::string path = vm["checkpoint"].as<std::string>();
   LoadedModel loaded = load_model(path);
   const RunConfig& saved = loaded.config;
+  as_usage_error([&] {  // bf16 on a CPU without it: one line, exit 2
+    set_gemm_precision(precision_of(vm.count("precision") ? vm["precision"].as<std::string>() : saved.run.precision));
+    return 0;
+  });
   const TaskConfig task = overridden_task(saved.task, vm);
   const int64_t model_vocab = saved.model.vocab;
   if (task.vocab_size() != model_vocab)

@@ -33,6 +33,7 @@ Json info_json() {
                {"logical_cpus", r.logical_cpus},
                {"cpu_model", r.cpu_model},
                {"cpu_features", r.cpu_features},
+               {"bf16", r.bf16},
                {"mpi", r.mpi.empty() ? Json() : Json(r.mpi)},
                {"mpi_ranks", r.ranks},
                {"warning", warning.empty() ? Json() : Json(warning)}};

@@ -218,6 +218,14 @@ int run_sweep(const SweepRequest& req) {
       std::printf("  %-36s %-12s %s\n", r->id.c_str(), run_status(dir, r->id).c_str(), r->section.c_str());
     return 0;
   }
+  // A grid with bf16 runs on a CPU without bf16: refused before any run starts.
+  for (const SweepRun* r : todo)
+    if (r->config.run.precision == "bf16")
+      as_usage_error([&] {
+        set_gemm_precision(Precision::bf16);
+        return 0;
+      });
+  set_gemm_precision(Precision::fp32);
   for (const char* sub : {"runs", "logs", "configs"}) {
     std::error_code ec;
     fs::create_directories(dir + "/" + sub, ec);

@@ -40,6 +40,10 @@ void RunSettings::visit(FieldVisitor& v) {
             "summed before one update: the same step to float32 rounding, with activations K times smaller "
             "(less memory; faster where a step's tensors outgrow the caches). Its own bits per K",
             {}, FieldAge::added_later);
+  v.choice("precision", precision, {"fp32", "bf16"},
+           "the GEMMs' inputs: fp32, or bf16 (rounded to bfloat16, summed in float32 into float32 outputs; weights, "
+           "optimizer state, norms, softmax, losses, scans and every other op stay float32). bf16 needs a CPU "
+           "with AVX512_BF16 or AMX (trilemma info)", FieldAge::added_later);
   v.integer("steps", steps, {1, kBig}, "training steps");
   v.integer("eval-every", eval_every, {1, kBig}, "steps between evaluations (and at the last step)");
   v.integer("eval-batches", eval_batches, {1, 1 << 20}, "batches per periodic evaluation (validation stream)");

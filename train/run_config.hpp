@@ -41,6 +41,7 @@ struct ScheduleConfig : Options {
 struct RunSettings : Options {
   int64_t batch = 32, steps = 1000;
   int64_t micro_batches = 1;     // each step's batch in this many forward and backward passes
+  std::string precision = "fp32";  // of the GEMMs' inputs: fp32 | bf16 (runtime.hpp)
   int64_t eval_every = 100, eval_batches = 4;
   int64_t final_eval_batches = 0;  // of the final evaluation on the test stream; 0: eval_batches
   int64_t eval_batch = 0;        // rows per evaluation batch; 0: batch

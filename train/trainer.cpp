@@ -10,6 +10,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/system/distributed.hpp"
 #include "framework/runtime/profile.hpp"
+#include "framework/runtime/runtime.hpp"
 #include "framework/core/rng.hpp"
 #include "framework/core/stats.hpp"
 #include "framework/system/stop_signals.hpp"
@@ -86,6 +87,7 @@ float all_reduce_gradients(const std::vector<Parameter>& params, float loss, std
 }  // namespace
 
 Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(config), dir_(dir) {
+  set_gemm_precision(precision_of(config_.run.precision));  // refused here on a CPU without bf16
   const uint64_t seed = uint64_t(config_.run.seed);
   const ScheduleConfig& s = config_.schedule;
   const int64_t steps = config_.run.steps;

@@ -1,5 +1,6 @@
 #include "framework/runtime/runtime.hpp"
 #include "framework/system/distributed.hpp"
+#include "framework/runtime/gemm_bf16.hpp"
 #include "framework/runtime/gemm_mkl.hpp"
 
 #include <cblas.h>
@@ -231,9 +232,43 @@ void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   }
 }
 
+namespace {
+std::atomic<Precision> g_precision{Precision::fp32};
+}
+
+Precision precision_of(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  throw Error("--precision '" + name + "' is unknown (allowed: fp32, bf16)");
+}
+
+std::string precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+void set_gemm_precision(Precision p) {
+  if (p == Precision::bf16) {
+    const std::string missing = bf16_unavailable_reason();
+    if (!missing.empty())
+      throw Error("--precision bf16 needs a CPU with native bf16, and this one lacks " + missing + " (allowed: fp32)");
+  }
+  g_precision.store(p);
+}
+
+Precision gemm_precision() { return g_precision.load(); }
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc) {
+  if (g_precision.load(std::memory_order_relaxed) == Precision::bf16 && m > 0 && n > 0) {
+    if (alpha != 1.f) throw Error("bf16 GEMM: alpha " + std::to_string(alpha) + " (allowed: 1)");
+    add_flops(2 * m * n * k);
+    if (k == 0) {  // nothing to sum: C = beta C, as sgemm leaves it
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+      return;
+    }
+    gemm_bf16(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   sgemm_on(g_backend, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -258,6 +293,8 @@ RuntimeInfo runtime_info() {
   r.logical_cpus = hc ? int(hc) : 1;
   r.cpu_model = cpu_model_name();
   r.cpu_features = cpu_vector_features();
+  const std::string missing = bf16_unavailable_reason();
+  r.bf16 = missing.empty() ? "native (" + bf16_features() + ")" : "not available (lacks " + missing + ")";
   r.mpi = dist::mpi_library();
   r.ranks = dist::size();
   return r;
@@ -285,6 +322,7 @@ std::string runtime_banner() {
     << r.logical_cpus << ")\n"
     << "cpu: " << r.cpu_model << "\n"
     << "cpu features: " << r.cpu_features << "\n"
+    << "bf16 (--precision bf16): " << r.bf16 << "\n"
     << "mpi: " << (r.mpi.empty() ? "not built in (one process per run; install libopenmpi-dev and rebuild)" : r.mpi)
     << (r.ranks > 1 ? ", " + std::to_string(r.ranks) + " ranks" : "") << "\n";
   std::string w = runtime_warning();

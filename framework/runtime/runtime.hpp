@@ -50,6 +50,7 @@ struct RuntimeInfo {
   int logical_cpus;
   std::string cpu_model;
   std::string cpu_features;       // the vector ISA flags this build and CPU have
+  std::string bf16;               // "native (avx512_bf16 amx_bf16)" or "not available (lacks ...)"
   std::string mpi;                // the MPI library, "" when this build has none
   int ranks;                      // MPI ranks of this job (1 outside mpirun)
 };
@@ -62,6 +63,15 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
               float* c, int64_t ldc);
+
+// The precision of every sgemm call: fp32, or bf16 (its inputs rounded to bfloat16, products
+// summed in float32: gemm_bf16.hpp). Setting bf16 on a CPU without native bf16 throws an Error
+// naming the missing features. sgemm_on (benchmarks, tests) stays fp32.
+enum class Precision { fp32, bf16 };
+void set_gemm_precision(Precision p);
+Precision gemm_precision();
+Precision precision_of(const std::string& name);  // "fp32" or "bf16"; an Error otherwise
+std::string precision_name(Precision p);
 
 // Floating-point operations done by sgemm calls (2 m n k each) and by kernels that report
 // theirs (add_flops: the attention kernel), since the process started; for GFLOP/s.
