@@ -92,8 +92,12 @@ std::string bf16_features() {
 std::string bf16_unavailable_reason() {
   const CpuBf16 c = cpu_bf16();
   if (forced_off()) return "avx512_bf16 and amx_bf16 (switched off by TRILEMMA_CPU_NO_BF16=1)";
-  if (c.avx512_bf16 || c.amx_bf16) return "";
-  return "avx512_bf16 and amx_bf16";
+  if (!c.avx512_bf16 && !c.amx_bf16) return "avx512_bf16 and amx_bf16";
+  // The CPU has them, but oneDNN may be held below them (ONEDNN_MAX_CPU_ISA): it would have no
+  // bf16 matmul, and none is emulated.
+  const unsigned isa = unsigned(dnnl_get_effective_cpu_isa()), bf16 = unsigned(dnnl_cpu_isa_avx512_core_bf16);
+  if ((isa & bf16) != bf16) return "oneDNN's bf16 kernels (oneDNN is held to a lower ISA, ONEDNN_MAX_CPU_ISA)";
+  return "";
 }
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
