@@ -128,20 +128,49 @@ def lr_at(step, total):
     return 0.5 * LR * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
 
 
-def train_step(forward, model, opt, ids, targets, step, total, micro=1):
+def train_step(forward, model, opt, ids, targets, step, total, micro=1, bf16=False):
     """forward: model itself, or model under torch.compile. micro > 1: the batch's rows in that
     many forward and backward passes, their gradients summed before one update (as trilemma's
-    --micro-batches)."""
+    --micro-batches). bf16: the forward and loss under torch.autocast("cpu", dtype=torch.bfloat16),
+    as a PyTorch user trains in mixed precision."""
     for group in opt.param_groups:
         group["lr"] = lr_at(step, total)
     for part_ids, part_targets in zip(ids.chunk(micro), targets.chunk(micro)):
-        logits = forward(part_ids)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), part_targets.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = forward(part_ids)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), part_targets.reshape(-1))
         (loss / micro if micro > 1 else loss).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
+
+
+def whole_step(model, opt, micro, mode, bf16=False):
+    """One torch.compile over the whole training step (forward, backward, clip_grad_norm_, AdamW,
+    zero_grad), as PyTorch's documentation compiles an optimizer step and a 2026 user compiles
+    the step. The learning rate is a tensor, so a new rate each step is data, not a recompile."""
+    for group in opt.param_groups:
+        group["lr"] = torch.tensor(float(group["lr"]))
+        group["foreach"] = False  # a tensor rate needs the per-parameter form; compiled, it fuses anyway
+    params = list(model.parameters())
+
+    @torch.compile(mode=mode)
+    def step(ids, targets):
+        for part_ids, part_targets in zip(ids.chunk(micro), targets.chunk(micro)):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(part_ids)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), part_targets.reshape(-1))
+            (loss / micro if micro > 1 else loss).backward()
+        torch.nn.utils.clip_grad_norm_(params, CLIP)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def run(ids, targets, step_index, total):
+        for group in opt.param_groups:
+            group["lr"].fill_(lr_at(step_index, total))
+        step(ids, targets)
+    return run
 
 
 def bench(a):
@@ -154,7 +183,9 @@ def bench(a):
     experiment = a.config.startswith("E")
     model = build(a.model, d, layers, heads, T, variant, experiment=experiment)
     opt = make_optimizer(model, a.form == "tuned")
-    forward = torch.compile(model) if a.compile else model
+    forward = torch.compile(model) if a.compile == "forward" else model
+    bf16 = a.precision == "bf16"
+    compiled = whole_step(model, opt, a.micro_batches, a.compile_mode, bf16) if a.compile == "step" else None
     g = torch.Generator().manual_seed(1)
     vocab = EXPERIMENT_VOCAB if experiment else VOCAB
     ids = torch.randint(0, vocab, (batch, T), generator=g)
@@ -163,13 +194,18 @@ def bench(a):
     ms, warm, cpu_ms = [], [], []
     for step in range(total):
         t0, c0 = time.perf_counter(), time.process_time()
-        train_step(forward, model, opt, ids, targets, step, total, a.micro_batches)
+        if compiled:
+            compiled(ids, targets, step, total)
+        else:
+            train_step(forward, model, opt, ids, targets, step, total, a.micro_batches, bf16)
         (ms if step >= a.warmup else warm).append(round(1e3 * (time.perf_counter() - t0), 3))
         cpu_ms.append(1e3 * (time.process_time() - c0))  # CPU time: steadier on a shared machine
     med = statistics.median(ms)
     compile_s = round(sum(w - med for w in warm) / 1e3, 2) if a.compile else None
-    return {"config": a.config, "model": a.model, "form": a.form + ("-compile" if a.compile else ""),
+    form = a.form + {None: "", "forward": "-compile", "step": "-compile-step"}[a.compile]
+    return {"config": a.config, "model": a.model, "form": form, "compile_mode": a.compile_mode if a.compile else None,
             "variant": variant or "models.py", "compile_s": compile_s, "micro_batches": a.micro_batches,
+            "precision": a.precision,
             "cpu_ms_median": round(statistics.median(cpu_ms[a.warmup:]), 3),
             "params": sum(p.numel() for p in model.parameters()), "ms_median": med, "ms": ms,
             "tokens_per_s": round(batch * T / med * 1e3, 1),
@@ -258,7 +294,13 @@ def main():
     add_anchor_arguments(p, FORMS, "tuned form to use instead of the chosen one (see torch_forms.py)", 2,
                          "torch threads; 0 = torch's default", "check the fast forms against the plain one")
     p.add_argument("--form", choices=["tuned", "plain"], default="tuned")
-    p.add_argument("--compile", action="store_true", help="torch.compile the tuned form (PyTorch 2.x)")
+    p.add_argument("--compile", nargs="?", const="forward", choices=["forward", "step"],
+                   help="torch.compile the tuned form (PyTorch 2.x): its forward (--compile, as before), or the "
+                        "whole training step, forward, backward, clipping and AdamW (--compile step)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: the forward and loss under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+    p.add_argument("--compile-mode", default="default", choices=["default", "max-autotune-no-cudagraphs"],
+                   help="torch.compile's mode (--compile step)")
     p.add_argument("--micro-batches", type=int, default=1,
                    help="each step's batch in K forward and backward passes, gradients summed (K divides the batch)")
     a = p.parse_args()

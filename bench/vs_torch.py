@@ -13,6 +13,8 @@ trilemma gets the same environment as plain, with --threads T. With the anchors'
 cell, in the same rotation:
   torch2          PyTorch 2.x eager, torch_models.py --form tuned (its 2.x forms), tuned's environment
   torch2-compile  the same under torch.compile (--compile; compile seconds reported apart)
+  torch2-compile-step  one torch.compile over the whole step: forward, backward, clipping, AdamW
+                  (--compile step)
   jax             bench/jax_models.py, the whole step under jax.jit (XLA_FLAGS from --threads)
 --anchors picks them (torch113 = the tuned and plain PyTorch 1.13 above); an anchor whose venv is
 missing is reported as absent. The parameter counts of all processes must be equal per cell
@@ -26,7 +28,7 @@ docs/BENCHMARKS.md's opening table is made.
 
 Usage: /usr/bin/python3 bench/vs_torch.py [--configs S,W,L1024,L2048,L4096]
        [--models attention,linear,mamba,deltanet,gated_deltanet,mamba2] [--rounds 3] [--steps 10] [--threads 2] [--processes 1] [--build build]
-       [--anchors torch113,torch2,torch2-compile,jax] [--out DIR] [--append FILE ...]
+       [--anchors torch113,torch2,torch2-compile,torch2-compile-step,jax] [--out DIR] [--append FILE ...]
 """
 import argparse
 import json
@@ -45,8 +47,9 @@ TORCH_MODELS = os.path.join(HERE, "torch_models.py")
 JAX_MODELS = os.path.join(HERE, "jax_models.py")
 VENV = os.environ.get("TRILEMMA_BENCH_VENV", os.path.join(ROOT, "build", "bench-venv"))
 VENV_PYTHON = os.path.join(VENV, "bin", "python")
-ANCHORS = ("torch113", "torch2", "torch2-compile", "jax")
-NEW_ANCHORS = {"torch2": "torch 2 eager", "torch2-compile": "torch 2 compile", "jax": "JAX jit"}
+ANCHORS = ("torch113", "torch2", "torch2-compile", "torch2-compile-step", "jax")
+NEW_ANCHORS = {"torch2": "torch 2 eager", "torch2-compile": "torch 2 compile", "torch2-compile-step": "torch 2 compiled step",
+               "jax": "JAX jit"}
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 TUNING_VARS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "LD_PRELOAD", "OMP_NUM_THREADS")
 SHOWN_VARS = TUNING_VARS + ("TORCHINDUCTOR_CACHE_DIR",)
@@ -99,7 +102,7 @@ def run(cmd, env, copies=1):
 def trilemma_cmd(a, config, model):
     return [os.path.join(a.build, "trilemma"), "bench", "train", "--configs", config, "--models", model,
             "--repeats", str(a.steps), "--threads", str(a.threads), "--processes", str(a.processes),
-            "--micro-batches", str(a.micro_batches), "--json"]
+            "--micro-batches", str(a.micro_batches), "--precision", a.precision, "--json"]
 
 
 def run_trilemma(a, config, model):
@@ -111,7 +114,8 @@ def run_trilemma(a, config, model):
 def torch_cmd(a, config, model, form):
     return [PYTHON, TORCH_MODELS, "--config", config, "--model", model, "--form", form,
             "--steps", str(a.steps), "--warmup", str(WARMUP),
-            "--threads", str(a.threads if form == "tuned" else 0), "--micro-batches", str(a.micro_batches), "--json"]
+            "--threads", str(a.threads if form == "tuned" else 0), "--micro-batches", str(a.micro_batches),
+            "--precision", a.precision, "--json"]
 
 
 def anchor_cmd(a, config, model, anchor):
@@ -120,7 +124,7 @@ def anchor_cmd(a, config, model, anchor):
                 "--warmup", str(WARMUP), "--threads", str(a.threads), "--json"]
     cmd = torch_cmd(a, config, model, "tuned")
     cmd[0] = VENV_PYTHON
-    return cmd + (["--compile"] if anchor == "torch2-compile" else [])
+    return cmd + {"torch2-compile": ["--compile"], "torch2-compile-step": ["--compile", "step"]}.get(anchor, [])
 
 
 def anchor_env(a, anchor):
@@ -128,7 +132,7 @@ def anchor_env(a, anchor):
     if anchor == "jax":
         return clean_env()
     env = tuned_env(a.threads)
-    if anchor == "torch2-compile":  # the sweep's own inductor cache: cold in round 1, warm after
+    if anchor.startswith("torch2-compile"):  # the sweep's own inductor cache: cold in round 1, warm after
         env["TORCHINDUCTOR_CACHE_DIR"] = a.inductor_cache
     return env
 
@@ -442,12 +446,16 @@ def main():
     p.add_argument("--micro-batches", type=int, default=1,
                    help="every step, trilemma's and PyTorch's, as K forward and backward passes over B / K rows, "
                         "gradients summed (K must divide each config's batch; not with the jax anchor)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: trilemma's --precision bf16 against PyTorch under torch.autocast bf16 (not with jax)")
     p.add_argument("--anchors", default=",".join(ANCHORS),
-                   help="torch113 (tuned and plain PyTorch 1.13), torch2, torch2-compile, jax; the last "
-                        "three need bench/anchors_venv.sh's venv and are reported absent without it")
+                   help="torch113 (tuned and plain PyTorch 1.13), torch2, torch2-compile, torch2-compile-step, jax; the last "
+                        "four need bench/anchors_venv.sh's venv and are reported absent without it")
     a = p.parse_args()
     a.anchors, a.absent = select_anchors(p, a.anchors)
     a.configs, a.models = a.configs.split(","), a.models.split(",")
+    if a.precision == "bf16" and "jax" in a.anchors:
+        sys.exit("--precision bf16: not with the jax anchor (jax_models.py trains in float32); choose --anchors")
     if a.micro_batches > 1 and "jax" in a.anchors:
         sys.exit("--micro-batches: not with the jax anchor (jax_models.py runs whole batches); choose --anchors")
     a.plain_configs = a.plain_configs.split(",")

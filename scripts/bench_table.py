@@ -38,11 +38,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from vs_torch import CONFIGS, MODELS, anchor_target, speed_target  # noqa: E402  (one place for the targets)
 
-NEW_ANCHORS = ("torch2", "torch2-compile", "jax")
+NEW_ANCHORS = ("torch2", "torch2-compile", "torch2-compile-step", "jax")
 COLUMNS = [("torch_tuned", "torch 1.13 tuned"), ("torch2", "torch 2 eager"),
-           ("torch2-compile", "torch 2 compile [compile s]"), ("jax", "JAX jit [compile s]")]
+           ("torch2-compile", "torch 2 compile [compile s]"),
+           ("torch2-compile-step", "torch 2 compiled step [compile s]"), ("jax", "JAX jit [compile s]")]
 NAMES = {"torch_tuned": "torch 1.13 tuned", "torch2": "torch 2 eager", "torch2-compile": "torch 2 compile",
-         "jax": "JAX jit"}
+         "torch2-compile-step": "torch 2 compiled step", "jax": "JAX jit"}
 PROGRESS = re.compile(r"^round (\d+) (\S+) (\S+) (\S+): ([0-9.]+) ms/step$")
 DECODE_SYSTEMS = {"torch-eager": "torch2", "torch-sdpa": "torch2", "torch-compile": "torch2-compile",
                   "jax": "jax"}  # bench/decode_anchors.py's forms, by column

@@ -35,9 +35,16 @@ eval's accuracy per K (acc@K=k) against the twin's on the same weights and the s
 (`data dump --split eval`), the twin grouping each row by its own count of scored positions. The
 two may differ only where an argmax is a near-tie (top two logits within 1e-4 in the twin).
 
+--precision bf16: trilemma trains with bf16 GEMM inputs. Its drift from torch float64 is far
+above float32's, so the yardstick is PyTorch's own bf16 training, the twin under
+torch.autocast("cpu", dtype=torch.bfloat16): the bound is --multiple times autocast's drift. The
+run is repeated in fp32 from the same config, and the four drifts (trilemma bf16 and fp32, torch
+autocast and fp32) are printed side by side: the gap bf16 costs. On a CPU without native bf16 the
+script exits with 77 (a test skipped, not passed).
+
 Usage: /usr/bin/python3 scripts/train_parity.py [--trilemma build/trilemma] [--steps 300]
        [--window 50] [--families attention,linear,mamba] [--threads 1] [--self-check]
-       [--num-kv-pairs 4]
+       [--num-kv-pairs 4] [--precision fp32|bf16]
 """
 import argparse
 import copy
@@ -77,6 +84,9 @@ def parse_args():
                    "decay on every parameter) and expect the criterion to fail on each")
     p.add_argument("--keep", metavar="DIR", help="keep the runs and the batches in DIR (default: a temporary folder)")
     p.add_argument("--num-kv-pairs", default="4", help="mqar's K, or a mix of them (2,4,8); default 4")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="trilemma's --precision; bf16: the reference drift is torch.autocast's in bf16, and "
+                        "trilemma's fp32 drift is printed beside it")
     a = p.parse_args()
     if a.steps < 2 or a.window < 1 or a.window > a.steps:
         p.error(f"--steps {a.steps} --window {a.window}: need steps >= 2 and 1 <= window <= steps")
@@ -133,8 +143,9 @@ def hyperparameters(config, path):
 MISTAKES = {"the schedule one step late": "late", "weight decay on every parameter": "decay_all"}
 
 
-def train_torch(model, batches, h, dtype, mistake=None):
-    """The twin's training losses, one per step, in dtype (the weights converted from float32)."""
+def train_torch(model, batches, h, dtype, mistake=None, autocast=False):
+    """The twin's training losses, one per step, in dtype (the weights converted from float32);
+    autocast: the forward (and so its backward) under torch.autocast("cpu", dtype=torch.bfloat16)."""
     model = copy.deepcopy(model).to(dtype).train()
     params = dict(model.named_parameters())
     no_decay = (lambda n: False) if mistake == "decay_all" else no_weight_decay
@@ -145,7 +156,8 @@ def train_torch(model, batches, h, dtype, mistake=None):
     losses = []
     for step in range(len(inputs)):
         opt.zero_grad(set_to_none=True)
-        logits = model(inputs[step])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = model(inputs[step])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[step].reshape(-1), ignore_index=-100)
         loss.backward()
         if h["clip"] > 0:
@@ -172,9 +184,9 @@ def windows(ours, t32, t64, a):
     return rows
 
 
-def print_table(family, rows):
+def print_table(family, rows, reference="torch32-t64"):
     print(f"\n{family}: per window of steps, RMS of the training-loss differences against torch float64")
-    print("   steps    loss(t64)   trilemma-t64    torch32-t64   ratio        bound  ok")
+    print(f"   steps    loss(t64)   trilemma-t64   {reference:>12s}   ratio        bound  ok")
     for first, last, mean, r_ours, r_32, bound, ok in rows:
         ratio = r_ours / r_32 if r_32 > 0 else float("inf")
         print(f"{first:4d}-{last:<4d}  {mean:9.5f}  {r_ours:13.3e}  {r_32:13.3e}  {ratio:6.2f}  {bound:11.3e}  "
@@ -212,7 +224,7 @@ def check_family(family, a, work):
     trilemma(a.trilemma, ["train", "--model", family] + task + MODEL + OPTIM + [
         "--batch", str(BATCH), "--steps", str(a.steps), "--lr", str(LR), "--warmup", str(max(1, a.steps // 10)),
         "--min-lr", str(LR / 10), "--log-every", "1", "--eval-every", str(a.steps), "--eval-batches", "1",
-        "--seed", str(a.seed), "--out", run_dir, "--stop-at", "0"] + common)
+        "--seed", str(a.seed), "--out", run_dir, "--stop-at", "0", "--precision", a.precision] + common)
     init = os.path.join(work, f"{family}-init.h5")
     shutil.copyfile(os.path.join(run_dir, "last.h5"), init)
     trilemma(a.trilemma, ["train", "--resume", run_dir] + common)
@@ -228,8 +240,20 @@ def check_family(family, a, work):
     ours, grad_norms = metrics_losses(run_dir, h["steps"])
     t32 = train_torch(model, batches, h, torch.float32)
     t64 = train_torch(model, batches, h, torch.float64)
-    rows = windows(ours, t32, t64, a)
-    print_table(family, rows)
+    if a.precision == "bf16":
+        # bf16 drifts by far more than float32: its yardstick is PyTorch's own bf16, autocast.
+        reference = train_torch(model, batches, h, torch.float32, autocast=True)
+        ours32 = os.path.join(work, family + "-fp32")
+        trilemma(a.trilemma, ["train", "--config", os.path.join(run_dir, "config.ini"), "--precision", "fp32",
+                              "--out", ours32] + common)
+        fp32, _ = metrics_losses(ours32, h["steps"])
+        print(f"\n{family}: RMS of the training-loss difference against torch float64 over all {h['steps']} steps: "
+              f"trilemma bf16 {rms(ours - t64):.3e}, torch autocast bf16 {rms(reference - t64):.3e}, "
+              f"trilemma fp32 {rms(fp32 - t64):.3e}, torch fp32 {rms(t32 - t64):.3e}")
+    else:
+        reference = t32
+    rows = windows(ours, reference, t64, a)
+    print_table(family, rows, "autocast-t64" if a.precision == "bf16" else "torch32-t64")
     clipped = int(np.sum(grad_norms > h["clip"])) if h["clip"] > 0 else 0
     rel = lambda x: float(np.max(np.abs(x - t64) / np.abs(t64)))  # noqa: E731
     print(f"step 1 loss: trilemma {ours[0]:.7f}, torch32 {t32[0]:.7f}, torch64 {t64[0]:.7f}; "
@@ -291,11 +315,17 @@ def check_accuracy_per_k(a, run_dir, task, work):
 
 def main(a):
     torch.set_num_threads(a.threads)
+    if a.precision == "bf16":
+        bf16 = json.loads(trilemma(a.trilemma, ["info", "--json"]))["bf16"]
+        if not bf16.startswith("native"):
+            print(f"training parity (bf16): not run, bf16 is {bf16} here")
+            return 77
     families = [f for f in a.families.split(",") if f]
     work = a.keep or tempfile.mkdtemp(prefix="train_parity_")
     os.makedirs(work, exist_ok=True)
-    print(f"training parity: {a.steps} steps, mqar (seq-len 64, pairs {a.num_kv_pairs}, vocab 128), d-model 32, 2 layers, "
-          f"batch {BATCH}; bound = {a.multiple:g} x RMS(torch32 - torch64) + {a.floor:g} x RMS(loss), "
+    print(f"training parity ({a.precision}): {a.steps} steps, mqar (seq-len 64, pairs {a.num_kv_pairs}, vocab 128), d-model 32, 2 layers, "
+          f"batch {BATCH}; bound = {a.multiple:g} x RMS({'autocast' if a.precision == 'bf16' else 'torch32'} - torch64) "
+          f"+ {a.floor:g} x RMS(loss), "
           f"per window of {a.window} steps")
     try:
         results = {f: check_family(f, a, work) for f in families}
