@@ -224,10 +224,7 @@ int bench_gemm(const po::variables_map& vm) {
   const double min_time = vm["min-time"].as<double>();
   const bool json = vm["json"].as<bool>();
   const bool cold = vm["cold"].as<bool>();
-  as_usage_error([&] {
-    set_gemm_precision(precision_of(vm["precision"].as<std::string>()));
-    return 0;
-  });
+  set_gemm_precision(precision_of(vm["precision"].as<std::string>()));
   std::vector<GemmCase> cases = gemm_cases(sizes, vm["model-shapes"].as<bool>());
   if (vm.count("shapes"))
     for (const std::string& text : split(vm["shapes"].as<std::string>(), ',')) cases.push_back(parse_shape(text));

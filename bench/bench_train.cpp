@@ -272,10 +272,7 @@ int bench_train(const po::variables_map& vm) {
                                     ','))
     sizes.push_back(as_usage_error([&] { return &train_sizes().find(n); }));
   const std::string precision = vm["precision"].as<std::string>();
-  as_usage_error([&] {  // bf16 on a CPU without it: refused before any row runs
-    set_gemm_precision(precision_of(precision));
-    return 0;
-  });
+  set_gemm_precision(precision_of(precision));  // bf16 on a CPU without it: refused before any row runs
   set_gemm_precision(Precision::fp32);
   for (const TrainSize* s : sizes)
     for (const std::string& f : families) train_config(*s, f, precision);  // every row checked before any runs

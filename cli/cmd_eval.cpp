@@ -131,10 +131,7 @@ int run_eval(const po::variables_map& vm) {
   const std::string path = vm["checkpoint"].as<std::string>();
   LoadedModel loaded = load_model(path);
   const RunConfig& saved = loaded.config;
-  as_usage_error([&] {  // bf16 on a CPU without it: one line, exit 2
-    set_gemm_precision(precision_of(vm.count("precision") ? vm["precision"].as<std::string>() : saved.run.precision));
-    return 0;
-  });
+  set_gemm_precision(precision_of(vm.count("precision") ? vm["precision"].as<std::string>() : saved.run.precision));
   const TaskConfig task = overridden_task(saved.task, vm);
   const int64_t model_vocab = saved.model.vocab;
   if (task.vocab_size() != model_vocab)

@@ -176,10 +176,6 @@ int run_train(const po::variables_map& vm) {
     config = new_run(vm);
   }
   config.runtime.apply();
-  as_usage_error([&] {  // bf16 on a CPU without it: one line, exit 2, nothing written
-    set_gemm_precision(precision_of(config.run.precision));
-    return 0;
-  });
   if (dist::size() > 1) check_ranks(config);
   const std::string dir = config.run.out;
   std::optional<CheckpointSizeLimit> limit;  // a resumed model is no larger than its checkpoint

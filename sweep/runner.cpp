@@ -219,12 +219,7 @@ int run_sweep(const SweepRequest& req) {
     return 0;
   }
   // A grid with bf16 runs on a CPU without bf16: refused before any run starts.
-  for (const SweepRun* r : todo)
-    if (r->config.run.precision == "bf16")
-      as_usage_error([&] {
-        set_gemm_precision(Precision::bf16);
-        return 0;
-      });
+  for (const SweepRun* r : todo) set_gemm_precision(precision_of(r->config.run.precision));
   set_gemm_precision(Precision::fp32);
   for (const char* sub : {"runs", "logs", "configs"}) {
     std::error_code ec;

@@ -87,7 +87,7 @@ float all_reduce_gradients(const std::vector<Parameter>& params, float loss, std
 }  // namespace
 
 Trainer::Trainer(const RunConfig& config, const std::string& dir) : config_(config), dir_(dir) {
-  set_gemm_precision(precision_of(config_.run.precision));  // refused here on a CPU without bf16
+  set_gemm_precision(precision_of(config_.run.precision));  // bf16 without it: refused before any file is written
   const uint64_t seed = uint64_t(config_.run.seed);
   const ScheduleConfig& s = config_.schedule;
   const int64_t steps = config_.run.steps;
@@ -288,7 +288,7 @@ Trainer::StepResult Trainer::forward_backward(Loop& loop) {
   const int64_t K = config_.run.micro_batches, rows = r.batch->inputs.shape()[0];
   const bool shared = loop.ranks > 1 || K > 1;
   const double all_scored = shared ? double(scored(r.global)) : 1.0;
-  const bool logged = (step_ + 1) % config_.run.log_every == 0 || step_ + 1 == config_.run.steps;
+  const bool logged = logs_step(step_ + 1);
   double loss_sum = 0;
   for (int64_t m = 0; m < K; ++m) {
     const int64_t lo = rows * m / K, hi = rows * (m + 1) / K;
@@ -301,11 +301,10 @@ Trainer::StepResult Trainer::forward_backward(Loop& loop) {
     if (shared) loss = mul_scalar(loss, float(double(scored(b)) / all_scored));
     stop_signals::set_activity("backward", step_ + 1);
     backward(loss);
-    loss_sum += K > 1 ? double(loss.item()) : 0.0;
-    if (K == 1) r.loss = loss.item();
+    loss_sum += double(loss.item());  // one pass: float -> double -> float, its bits
     if (logged) r.accuracy.add(token_accuracy(logits, b.targets));  // the argmax only for logged steps
   }
-  if (K > 1) r.loss = float(loss_sum);
+  r.loss = float(loss_sum);
   if (loop.ranks > 1) r.loss = all_reduce_gradients(loop.params, r.loss, loop.reduce_buffer);
   stop_signals::set_activity("optimizer step", step_ + 1);
   {
@@ -348,13 +347,12 @@ void Trainer::skip_nonfinite_step(Loop& loop, const StepResult& r) {
 
 // The step's metrics row: every --log-every steps into the metrics files, every step on the bar.
 void Trainer::log_step(Loop& loop, const StepResult& r) {
-  const RunSettings& rs = config_.run;
   stop_signals::set_activity("logging", step_);
   tokens_seen_ += loop.B * loop.T;
   ++loop.interval_steps;
   last_loss_ = r.loss;
   const double sec = std::chrono::duration<double>(Clock::now() - loop.interval_start).count();
-  const bool log_due = step_ % rs.log_every == 0 || step_ == rs.steps;
+  const bool log_due = logs_step(step_);
   // The argmax over B*T*V logits only for logged steps; the bar shows the last logged one.
   if (log_due) {
     int64_t counts[2] = {r.accuracy.correct, r.accuracy.total};

@@ -84,6 +84,8 @@ class Trainer {
   void update(double lr);
   void skip_nonfinite_step(Loop& loop, const StepResult& r);
   void log_step(Loop& loop, const StepResult& r);
+  // Whether step s (counted from 1) writes a metrics row: every --log-every steps and the last.
+  bool logs_step(int64_t s) const { return s % config_.run.log_every == 0 || s == config_.run.steps; }
   bool evaluate_if_due(Loop& loop);
   void checkpoint_if_due(const Loop& loop, bool write_best);
   int finish(Loop& loop);

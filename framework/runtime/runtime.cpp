@@ -239,7 +239,7 @@ std::atomic<Precision> g_precision{Precision::fp32};
 Precision precision_of(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
   if (name == "bf16") return Precision::bf16;
-  throw Error("--precision '" + name + "' is unknown (allowed: fp32, bf16)");
+  throw UsageError("--precision '" + name + "' is unknown (allowed: fp32, bf16)");
 }
 
 std::string precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
@@ -248,7 +248,8 @@ void set_gemm_precision(Precision p) {
   if (p == Precision::bf16) {
     const std::string missing = bf16_unavailable_reason();
     if (!missing.empty())
-      throw Error("--precision bf16 needs a CPU with native bf16, and this one lacks " + missing + " (allowed: fp32)");
+      throw UsageError("--precision bf16 needs a CPU with native bf16, and this one lacks " + missing +
+                       " (allowed: fp32)");
   }
   g_precision.store(p);
 }

@@ -65,12 +65,12 @@ void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, 
               float* c, int64_t ldc);
 
 // The precision of every sgemm call: fp32, or bf16 (its inputs rounded to bfloat16, products
-// summed in float32: gemm_bf16.hpp). Setting bf16 on a CPU without native bf16 throws an Error
-// naming the missing features. sgemm_on (benchmarks, tests) stays fp32.
+// summed in float32: gemm_bf16.hpp). Setting bf16 on a CPU without native bf16 throws a
+// UsageError (exit 2) naming the missing features. sgemm_on (benchmarks, tests) stays fp32.
 enum class Precision { fp32, bf16 };
 void set_gemm_precision(Precision p);
 Precision gemm_precision();
-Precision precision_of(const std::string& name);  // "fp32" or "bf16"; an Error otherwise
+Precision precision_of(const std::string& name);  // "fp32" or "bf16"; a UsageError otherwise
 std::string precision_name(Precision p);
 
 // Floating-point operations done by sgemm calls (2 m n k each) and by kernels that report
