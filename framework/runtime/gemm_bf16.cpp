@@ -1,5 +1,6 @@
-// gemm_bf16 (gemm_bf16.hpp): the inputs rounded into bf16 buffers, then oneDNN's matmul with a
-// float32 destination; the matmul of each shape is made once per thread and kept.
+// gemm_bf16 (gemm_bf16.hpp): on AMX, gemm_amx; elsewhere (AVX512_BF16 without AMX) the inputs
+// rounded into bf16 buffers, then oneDNN's matmul with a float32 destination, the matmul of each
+// shape made once per thread and kept.
 #include "framework/runtime/gemm_bf16.hpp"
 
 #include <cpuid.h>
@@ -12,6 +13,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "framework/base/error.hpp"
+#include "framework/runtime/gemm_amx.hpp"
 
 namespace tri {
 
@@ -102,6 +104,14 @@ std::string bf16_unavailable_reason() {
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (amx_usable())  // the TDPBF16PS oneDNN's AMX matmul runs, with the rounding fused into packing
+    gemm_amx(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  else
+    gemm_bf16_onednn(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                      int64_t ldb, float beta, float* c, int64_t ldc) {
   thread_local std::vector<uint16_t> a16, b16;
   thread_local std::map<Key, Matmul> made;
   round_into(a, ta ? k : m, ta ? m : k, lda, a16);

@@ -1,8 +1,8 @@
 // The GEMM of `--precision bf16`: C = op(A) op(B) + beta C with A and B rounded to bfloat16
 // (round to nearest even) and the products summed in float32 into a float32 C. The usual
 // mixed-precision split: only a GEMM's inputs lose precision; what it writes, and every other
-// op, stays float32. Runs on oneDNN's matmul (AMX or AVX512_BF16 kernels), on CPUs that do
-// bf16 natively only: elsewhere it is refused, never emulated.
+// op, stays float32. Runs on AMX tiles (gemm_amx.hpp), or on oneDNN's AVX512_BF16 matmul where
+// the CPU has no AMX; on CPUs without native bf16 it is refused, never emulated.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,5 +34,9 @@ inline float bf16_value(uint16_t b) {
 // Row-major, as sgemm (runtime.hpp); alpha must be 1 (every caller's).
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// The kernel gemm_bf16 runs where AMX is missing (oneDNN's matmul); callable anywhere bf16 is
+// native, so tests check it on AMX machines too.
+void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace tri

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/core/rng.hpp"
+#include "framework/runtime/gemm_amx.hpp"
 #include "framework/runtime/gemm_bf16.hpp"
 #include "framework/runtime/gemm_mkl.hpp"
 #include "framework/runtime/runtime.hpp"
@@ -96,22 +98,27 @@ TEST_CASE("sgemm under --precision bf16: float32 sums of the bf16-rounded inputs
     MESSAGE("this CPU lacks " << missing << ": the bf16 GEMM was not run here");
     return;
   }
-  const Gemm gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                       int64_t ldb, float beta, float* c, int64_t ldc) {
+  const Gemm routed = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     set_gemm_precision(Precision::bf16);
     sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
     set_gemm_precision(Precision::fp32);
   };
+  // Both kernels, whichever sgemm routes to here: AMX tiles, and oneDNN's (the one without AMX).
+  std::vector<std::pair<std::string, Gemm>> kernels = {{"sgemm", routed}, {"onednn", gemm_bf16_onednn}};
+  if (amx_usable()) kernels.push_back({"amx", gemm_amx});
   const Case cases[] = {{false, false, 37, 29, 53, 0}, {false, true, 64, 48, 130, 3},  {true, false, 33, 70, 64, 5},
                         {true, true, 17, 19, 600, 2},   {false, true, 256, 386, 64, 0}, {true, false, 386, 64, 512, 1}};
-  for (const Case& c : cases)
-    for (float beta : {0.f, 1.f}) {
-      CAPTURE(c.ta);
-      CAPTURE(c.tb);
-      CAPTURE(c.k);
-      CAPTURE(beta);
-      // bf16 products are exact in float32, so only the float32 sums round: within the bound, 2
-      // for the order of oneDNN's blocks.
-      CHECK(error_in_bounds(gemm, c, beta, [](float x) { return double(bf16_value(bf16_bits(x))); }) <= 2.0);
-    }
+  for (const auto& [name, gemm] : kernels)
+    for (const Case& c : cases)
+      for (float beta : {0.f, 1.f}) {
+        CAPTURE(name);
+        CAPTURE(c.ta);
+        CAPTURE(c.tb);
+        CAPTURE(c.k);
+        CAPTURE(beta);
+        // bf16 products are exact in float32, so only the float32 sums round: within the bound, 2
+        // for the order of the kernels' blocks and pairs.
+        CHECK(error_in_bounds(gemm, c, beta, [](float x) { return double(bf16_value(bf16_bits(x))); }) <= 2.0);
+      }
 }
