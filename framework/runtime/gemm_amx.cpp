@@ -12,8 +12,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 #include <omp.h>
+
+#include "framework/base/error.hpp"
+#include "framework/runtime/runtime.hpp"
 
 #define TRI_AMX __attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")))
 
@@ -87,10 +91,43 @@ TRI_AMX inline __m512i round_32(const float* src, int64_t count) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// Byte offsets of a tile's 16 rows: where a column's 16 values go.
-TRI_AMX inline __m512i tile_rows() {
-  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                            _mm512_set1_epi32(kDepth * 2));
+// This thread's part of a loop split as `schedule(static)` would: contiguous, in order.
+struct Share {
+  int64_t index = 0, count = 1;
+  std::pair<int64_t, int64_t> of(int64_t total) const {
+    const int64_t chunk = (total + count - 1) / count, begin = std::min(total, index * chunk);
+    return {begin, std::min(total, begin + chunk)};
+  }
+};
+
+// r[i] holds row i of a 16 x 16 matrix of 32-bit values (bf16 pairs); afterwards column i.
+// Unpacks pair rows within 128-bit lanes, then two rounds of lane shuffles gather each column's
+// four lanes: 64 shuffles, where scattering a column costs one store per value.
+TRI_AMX inline void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4 q + j], 128-bit lane l: rows 4 q .. 4 q + 3 of column 4 l + j.
+  for (int q = 0; q < 4; ++q) {
+    r[4 * q] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    r[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    r[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    r[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {  // 0x88: lanes 0 and 2 of each source, 0xdd: lanes 1 and 3
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
 }
 
 // 16 values of rows k0 and k0 + 1 of a matrix stored k-major (zero past k, and past `count`
@@ -102,27 +139,32 @@ TRI_AMX inline __m512i round_pairs(const float* at_k0, int64_t ld, int64_t k0, i
   return _mm512_or_si512(round_lanes(even), _mm512_slli_epi32(round_lanes(odd), 16));
 }
 
-// A panel: rows [0, rows) of op(A) (zero rows after), as 2 x k_tiles A tiles (16 rows x 32 k).
-// trans_a: A is stored [k, m], so a column of the panel is a row of A, scattered down the tile.
-TRI_AMX void pack_a(bool trans_a, const float* a, int64_t lda, int64_t rows, int64_t k, int64_t k_tiles,
-                    uint16_t* out) {
-  if (!trans_a) {
-    for (int64_t r = 0; r < kPanel; ++r) {
-      uint16_t* row = out + (r / kRows) * k_tiles * kTile + (r % kRows) * kDepth;
-      for (int64_t t = 0; t < k_tiles; ++t)
-        _mm512_storeu_si512(row + t * kTile,
-                            r < rows ? round_32(a + r * lda + t * kDepth, k - t * kDepth) : _mm512_setzero_si512());
-    }
-    return;
-  }
-  const __m512i down = tile_rows();
-  for (int64_t h = 0; h < 2; ++h)
+// A panel: rows [0, rows) of A (zero rows after), as 2 x k_tiles A tiles (16 rows x 32 k).
+TRI_AMX void pack_a(const float* a, int64_t lda, int64_t rows, int64_t k, int64_t k_tiles, uint16_t* out) {
+  for (int64_t r = 0; r < kPanel; ++r) {
+    uint16_t* row = out + (r / kRows) * k_tiles * kTile + (r % kRows) * kDepth;
     for (int64_t t = 0; t < k_tiles; ++t)
+      _mm512_storeu_si512(row + t * kTile,
+                          r < rows ? round_32(a + r * lda + t * kDepth, k - t * kDepth) : _mm512_setzero_si512());
+  }
+}
+
+// op(A) = A^T with A stored [k, m]: every panel at once, laid out as pack_a lays them one after
+// another; A is read a 32-row band at a time. A tile's 16 k-pairs are read as rows (16 columns
+// each), then transposed.
+TRI_AMX void pack_a_transposed(const float* a, int64_t lda, int64_t m, int64_t k, int64_t panels, int64_t k_tiles,
+                               uint16_t* out, Share share) {
+  const auto [first_tile, end_tile] = share.of(k_tiles);
+  for (int64_t t = first_tile; t < end_tile; ++t)
+    for (int64_t h = 0; h < 2 * panels; ++h) {
+      __m512i pairs[kRows];  // pairs[p]: k-pair p of the tile's 16 rows
       for (int64_t p = 0; p < kRows; ++p) {
         const int64_t k0 = t * kDepth + 2 * p;
-        const __m512i pairs = round_pairs(a + k0 * lda + h * kRows, lda, k0, k, rows - h * kRows);
-        _mm512_i32scatter_epi32(out + (h * k_tiles + t) * kTile + 2 * p, down, pairs, 1);
+        pairs[p] = round_pairs(a + k0 * lda + h * kRows, lda, k0, k, m - h * kRows);
       }
+      transpose_16x16(pairs);
+      for (int64_t r = 0; r < kRows; ++r) _mm512_storeu_si512(out + (h * k_tiles + t) * kTile + r * kDepth, pairs[r]);
+    }
 }
 
 // op(B) [k, n] as n_tiles x k_tiles B tiles; tile (j, t) row p holds k = 32 t + 2 p and 2 p + 1
@@ -139,13 +181,16 @@ TRI_AMX void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t n, int64_
       }
     return;
   }
-  // Stored [n, k]: a row of B is one column of op(B); its 16 k-pairs go down that column.
-  const __m512i down = tile_rows();
-  for (int64_t col = 0; col < n_tiles * kRows; ++col)
+  // Stored [n, k]: a row of B is one column of op(B), its 16 k-pairs one column of the tile.
+  for (int64_t j = 0; j < n_tiles; ++j)
     for (int64_t t = 0; t < k_tiles; ++t) {
-      const __m512i pairs = col < n ? round_32(b + col * ldb + t * kDepth, k - t * kDepth) : _mm512_setzero_si512();
-      uint16_t* tile = out + ((col / kRows) * k_tiles + t) * kTile + (col % kRows) * 2;
-      _mm512_i32scatter_epi32(tile, down, pairs, 1);
+      __m512i pairs[kRows];
+      for (int64_t c = 0; c < kRows; ++c) {
+        const int64_t col = j * kRows + c;
+        pairs[c] = col < n ? round_32(b + col * ldb + t * kDepth, k - t * kDepth) : _mm512_setzero_si512();
+      }
+      transpose_16x16(pairs);
+      for (int64_t p = 0; p < kRows; ++p) _mm512_storeu_si512(out + (j * k_tiles + t) * kTile + p * kDepth, pairs[p]);
     }
 }
 
@@ -192,43 +237,41 @@ TRI_AMX void block(const uint16_t* a_panel, const uint16_t* b_pair, int64_t k_ti
     }
 }
 
-TRI_AMX void gemm_tiles(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const int64_t k_tiles = (k + kDepth - 1) / kDepth;
-  const int64_t n_tiles = (n + kPanel - 1) / kPanel * 2;  // even: blocks take two
-  const int64_t panels = (m + kPanel - 1) / kPanel;
-  thread_local Packed b_packed;
-  uint16_t* bp = b_packed.reserve(n_tiles * k_tiles * kTile);
-  pack_b(trans_b, b, ldb, n, k, n_tiles, k_tiles, bp);
-  // Panels go in groups that share each B pair while it is in L1: a group's packed A (up to
-  // 512 KiB) stays in L2, and B is read from further away once per group, not once per panel.
-  const int64_t panel_size = 2 * k_tiles * kTile;
-  const bool parallel = 2 * m * n * k >= (int64_t(1) << 22);
-  const int64_t threads = parallel ? omp_get_max_threads() : 1;
-  const int64_t group = std::clamp<int64_t>(std::min<int64_t>((int64_t(1) << 18) / panel_size, (panels + threads - 1) / threads), 1, 8);
-  const int64_t groups = (panels + group - 1) / group;
-#pragma omp parallel if (parallel)
-  {
-    configure_tiles();
-    thread_local Packed a_packed;
-    uint16_t* ap = a_packed.reserve(group * panel_size);
-#pragma omp for schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t first_panel = g * group, count = std::min(group, panels - first_panel);
+// One call: its operands, B packed, and how its panels are grouped.
+struct Call {
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  const uint16_t* a_packed;  // every panel, when A was packed up front (trans_a); else null
+  const uint16_t* b_packed;
+  float beta;
+  float* c;
+  int64_t ldc;
+  int64_t k_tiles, n_tiles, panels, group, groups;
+};
+
+// This thread's share of the groups of panels.
+TRI_AMX void run_groups(const Call& g, Share share) {
+  configure_tiles();
+  const int64_t panel_size = 2 * g.k_tiles * kTile;
+  thread_local Packed group_packed;
+  uint16_t* group_a = g.a_packed ? nullptr : group_packed.reserve(g.group * panel_size);
+  const auto [first_group, end_group] = share.of(g.groups);
+  for (int64_t grp = first_group; grp < end_group; ++grp) {
+    const int64_t first_panel = grp * g.group, count = std::min(g.group, g.panels - first_panel);
+    const uint16_t* ap = g.a_packed ? g.a_packed + first_panel * panel_size : group_a;
+    for (int64_t q = 0; q < count && !g.a_packed; ++q) {
+      const int64_t row = (first_panel + q) * kPanel;
+      pack_a(g.a + row * g.lda, g.lda, std::min(kPanel, g.m - row), g.k, g.k_tiles, group_a + q * panel_size);
+    }
+    for (int64_t j = 0; j < g.n_tiles; j += 2)
       for (int64_t q = 0; q < count; ++q) {
         const int64_t row = (first_panel + q) * kPanel;
-        pack_a(trans_a, trans_a ? a + row : a + row * lda, lda, std::min(kPanel, m - row), k, k_tiles,
-               ap + q * panel_size);
+        block(ap + q * panel_size, g.b_packed + j * g.k_tiles * kTile, g.k_tiles, g.beta,
+              g.c + row * g.ldc + j * kRows, g.ldc, std::min(kPanel, g.m - row), std::min(kPanel, g.n - j * kRows));
       }
-      for (int64_t j = 0; j < n_tiles; j += 2)
-        for (int64_t q = 0; q < count; ++q) {
-          const int64_t row = (first_panel + q) * kPanel;
-          block(ap + q * panel_size, bp + j * k_tiles * kTile, k_tiles, beta, c + row * ldc + j * kRows, ldc,
-                std::min(kPanel, m - row), std::min(kPanel, n - j * kRows));
-        }
-    }
-    _tile_release();
   }
+  _tile_release();
 }
 
 }  // namespace
@@ -245,7 +288,36 @@ bool amx_usable() {
 
 void gemm_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_tiles(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  if (!amx_usable()) throw Error("gemm_amx: this CPU or process has no AMX tiles (see amx_usable)");
+  Call g{m, n, k, a, lda, nullptr, nullptr, beta, c, ldc, 0, 0, 0, 0, 0};
+  g.k_tiles = (k + kDepth - 1) / kDepth;
+  g.n_tiles = (n + kPanel - 1) / kPanel * 2;  // even: blocks take two
+  g.panels = (m + kPanel - 1) / kPanel;
+  thread_local Packed b_packed;
+  uint16_t* bp = b_packed.reserve(g.n_tiles * g.k_tiles * kTile);
+  pack_b(trans_b, b, ldb, n, k, g.n_tiles, g.k_tiles, bp);
+  g.b_packed = bp;
+  // Panels go in groups that share each B pair while it is in L1: a group's packed A (up to
+  // 512 KiB) stays in L2, and B comes from further away once per group, not once per panel.
+  const bool parallel = 2 * m * n * k >= (int64_t(1) << 22);
+  const int64_t threads = parallel ? omp_get_max_threads() : 1, panel_size = 2 * g.k_tiles * kTile;
+  g.group = std::clamp<int64_t>(std::min((int64_t(1) << 18) / panel_size, (g.panels + threads - 1) / threads), 1, 8);
+  g.groups = (g.panels + g.group - 1) / g.group;
+  thread_local Packed a_packed;  // this thread's: the region's threads see it through `all`
+  uint16_t* all = trans_a ? a_packed.reserve(g.panels * panel_size) : nullptr;
+  g.a_packed = all;
+  // Shares by thread number, not `omp for`: called inside someone else's parallel region (one
+  // GEMM per head), an orphaned `omp for` would split this call across that region's threads.
+  parallel_if(parallel, [&] {
+    const Share share{omp_get_thread_num(), omp_get_num_threads()};
+    if (all) {
+      pack_a_transposed(a, lda, m, k, g.panels, g.k_tiles, all, parallel ? share : Share{});
+      if (parallel) {
+#pragma omp barrier
+      }
+    }
+    run_groups(g, parallel ? share : Share{});
+  });
 }
 
 }  // namespace tri

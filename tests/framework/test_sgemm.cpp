@@ -122,3 +122,25 @@ TEST_CASE("sgemm under --precision bf16: float32 sums of the bf16-rounded inputs
         CHECK(error_in_bounds(gemm, c, beta, [](float x) { return double(bf16_value(bf16_bits(x))); }) <= 2.0);
       }
 }
+
+TEST_CASE("bf16 GEMM inside a parallel region: each thread's call is its own, at a size that splits") {
+  if (!bf16_unavailable_reason().empty()) {
+    MESSAGE("this CPU lacks bf16: not run here");
+    return;
+  }
+  // One GEMM per thread, as per-head loops call it, with A transposed (its packing is shared out
+  // too): one too small to split (it must not share itself over the caller's threads, or each
+  // thread computes part of its own C), one that would split were it alone.
+  const Case cases[] = {{true, false, 96, 48, 128, 1}, {true, false, 256, 96, 512, 1}};
+  const Gemm routed = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                         const float* b, int64_t ldb, float beta, float* out, int64_t ldc) {
+    sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, out, ldc);
+  };
+  set_gemm_precision(Precision::bf16);
+  double worst[4] = {};
+#pragma omp parallel for num_threads(2) schedule(static)
+  for (int i = 0; i < 4; ++i)
+    worst[i] = error_in_bounds(routed, cases[i % 2], 0.f, [](float x) { return double(bf16_value(bf16_bits(x))); });
+  set_gemm_precision(Precision::fp32);
+  for (double w : worst) CHECK(w <= 2.0);  // the bound of the test above
+}
