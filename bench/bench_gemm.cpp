@@ -18,6 +18,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/config/options.hpp"
 #include "framework/core/rng.hpp"
+#include "framework/runtime/gemm_bf16.hpp"
 #include "framework/runtime/runtime.hpp"
 #include "train/run_config.hpp"
 
@@ -235,10 +236,11 @@ int bench_gemm(const po::variables_map& vm) {
     std::printf("GEMM GFLOP/s, median of %d runs of >= %.2f s each, %d threads, load average %.2f%s\n",
                 repeats, min_time, info.threads, load,
                 cold ? "; cold: each call's operands not touched in the last 512 MB of calls" : "");
+    const std::string framework = gemm_precision() == Precision::bf16 ? "bf16 inputs, " + bf16_kernel()
+                                                                      : "backend " + info.gemm_backend;
     std::printf("framework = tri::matmul on Tensors (%s), onednn = dnnl_sgemm %s,"
                 " openblas = cblas_sgemm (kernel %s%s)\n",
-                gemm_precision() == Precision::bf16 ? "bf16 inputs, oneDNN's matmul"
-                                                    : ("backend " + info.gemm_backend).c_str(), info.dnnl_version.c_str(), info.openblas_core.c_str(),
+                framework.c_str(), info.dnnl_version.c_str(), info.openblas_core.c_str(),
                 info.openblas_core_generic ? ", GENERIC" : "");
     std::printf("%-30s %5s %5s %5s %3s %10s %9s %9s %8s\n", "case", "m", "n", "k", "op",
                 "framework", "onednn", "openblas", "fw/best");

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <omp.h>
@@ -278,6 +279,8 @@ TRI_AMX void run_groups(const Call& g, Share share) {
 
 bool amx_usable() {
   static const bool usable = [] {
+    const char* off = std::getenv("TRILEMMA_CPU_NO_AMX");
+    if (off && std::string(off) == "1") return false;
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool amx_bf16 = (d >> 22) & 1u, amx_tile = (d >> 24) & 1u;

@@ -10,6 +10,8 @@
 namespace tri {
 
 // True when this CPU has AMX_BF16 and the kernel let this process use the tile registers.
+// TRILEMMA_CPU_NO_AMX=1 (read once) makes it false: --precision bf16 then runs the kernel of a
+// CPU without AMX (oneDNN's), for side-by-side timings and that machine's bits.
 bool amx_usable();
 
 // Row-major, as sgemm (runtime.hpp); alpha 1.

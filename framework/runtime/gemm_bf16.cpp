@@ -91,6 +91,8 @@ std::string bf16_features() {
   return out;
 }
 
+std::string bf16_kernel() { return amx_usable() ? "AMX tiles" : "oneDNN's matmul"; }
+
 std::string bf16_unavailable_reason() {
   const CpuBf16 c = cpu_bf16();
   if (forced_off()) return "avx512_bf16 and amx_bf16 (switched off by TRILEMMA_CPU_NO_BF16=1)";

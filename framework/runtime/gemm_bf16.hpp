@@ -15,6 +15,8 @@ namespace tri {
 std::string bf16_unavailable_reason();
 // "avx512_bf16 amx_bf16", the bf16 features this CPU has ("" for none).
 std::string bf16_features();
+// The kernel gemm_bf16 runs here: "AMX tiles" or "oneDNN's matmul".
+std::string bf16_kernel();
 
 // float -> bfloat16 bits, rounding to nearest even (NaN stays NaN); and back.
 inline uint16_t bf16_bits(float x) {

@@ -295,7 +295,8 @@ RuntimeInfo runtime_info() {
   r.cpu_model = cpu_model_name();
   r.cpu_features = cpu_vector_features();
   const std::string missing = bf16_unavailable_reason();
-  r.bf16 = missing.empty() ? "native (" + bf16_features() + ")" : "not available (lacks " + missing + ")";
+  r.bf16 = missing.empty() ? "native (" + bf16_features() + "; kernel: " + bf16_kernel() + ")"
+                           : "not available (lacks " + missing + ")";
   r.mpi = dist::mpi_library();
   r.ranks = dist::size();
   return r;

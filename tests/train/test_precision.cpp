@@ -77,4 +77,7 @@ TEST_CASE("train --precision bf16 on a CPU without it (forced off): one line, ex
   CHECK(info_bf16("TRILEMMA_CPU_NO_BF16=1").find("not available (lacks") != std::string::npos);
   CHECK(info_bf16("").find(tri::bf16_unavailable_reason().empty() ? "native (" : "not available (lacks") !=
         std::string::npos);
+  // The kernel it names follows the switch that takes AMX away.
+  if (tri::bf16_unavailable_reason().empty())
+    CHECK(info_bf16("TRILEMMA_CPU_NO_AMX=1").find("kernel: oneDNN's matmul") != std::string::npos);
 }
