@@ -1,7 +1,8 @@
 // gemm_amx (gemm_amx.hpp). Tiles: 0-3 hold a 32 x 32 block of C in float32 (four 16 x 16), 4-5
 // the block's two A tiles (16 rows x 32 k in bf16), 6-7 its two B tiles (16 k-pairs x 16
 // columns, each k-pair adjacent: the "VNNI" order TDPBF16PS reads). Per 32 k: four loads, four
-// TDPBF16PS. B is packed once per call; A one panel of 32 rows at a time, just before use.
+// TDPBF16PS. B is packed once per call; A by groups of 32-row panels just before their use, or,
+// transposed, all at once up front (read along its rows).
 #include "framework/runtime/gemm_amx.hpp"
 
 #include <cpuid.h>
@@ -312,14 +313,14 @@ void gemm_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
   // Shares by thread number, not `omp for`: called inside someone else's parallel region (one
   // GEMM per head), an orphaned `omp for` would split this call across that region's threads.
   parallel_if(parallel, [&] {
-    const Share share{omp_get_thread_num(), omp_get_num_threads()};
+    const Share share = parallel ? Share{omp_get_thread_num(), omp_get_num_threads()} : Share{};
     if (all) {
-      pack_a_transposed(a, lda, m, k, g.panels, g.k_tiles, all, parallel ? share : Share{});
+      pack_a_transposed(a, lda, m, k, g.panels, g.k_tiles, all, share);
       if (parallel) {
 #pragma omp barrier
       }
     }
-    run_groups(g, parallel ? share : Share{});
+    run_groups(g, share);
   });
 }
 
