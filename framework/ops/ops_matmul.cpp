@@ -143,22 +143,8 @@ Tensor linear_forward(const float* x, const Shape& x_shape, const LinearDims& d,
   Shape os = x_shape;
   os[-1] = d.outf;
   Tensor out = Tensor::empty(os);
-  float* o = out.data();
-  float beta = 0.f;
-  if (bias.defined()) {
-    const float* bb = bias.data();
-#pragma omp parallel for schedule(static) if (d.rows * d.outf > 65536)
-    for (int64_t r = 0; r < d.rows; ++r)
-      for (int64_t j = 0; j < d.outf; ++j) o[r * d.outf + j] = bb[j];
-    beta = 1.f;
-  }
-  sgemm(false, true, d.rows, d.outf, d.in, 1.f, x, d.in, w.data(), d.in, beta, o, d.outf);
-  if (residual.defined()) {  // residual + y, as add(residual, y) computes it
-    const float* r = residual.data();
-    const int64_t n = d.rows * d.outf;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) o[i] = r[i] + o[i];
-  }
+  sgemm_add(true, d.rows, d.outf, d.in, x, d.in, w.data(), d.in, bias.defined() ? bias.data() : nullptr,
+            residual.defined() ? residual.data() : nullptr, out.data());
   return out;
 }
 

@@ -196,9 +196,12 @@ TRI_AMX void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t n, int64_
     }
 }
 
-// C block (32 x 32 at c) = A panel x B tiles j, j + 1 (+ beta C); rows, cols: the part inside C.
+// C block (32 x 32 at c) = residual + (bias + (A panel x B tiles j, j + 1 + beta C)); rows, cols:
+// the part inside C; bias from the block's first column, residual at the block's first element
+// (either may be null). With bias or residual the sums are added as sgemm_add's fallback adds
+// them (a filled C summed at beta 1, then residual + C): the same bits, C written once.
 TRI_AMX void block(const uint16_t* a_panel, const uint16_t* b_pair, int64_t k_tiles, float beta, float* c,
-                   int64_t ldc, int64_t rows, int64_t cols) {
+                   int64_t ldc, int64_t rows, int64_t cols, const float* bias, const float* residual) {
   const uint16_t* a1 = a_panel + k_tiles * kTile;
   const uint16_t* b1 = b_pair + k_tiles * kTile;
   _tile_zero(0);
@@ -215,7 +218,7 @@ TRI_AMX void block(const uint16_t* a_panel, const uint16_t* b_pair, int64_t k_ti
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  if (beta == 0.f && rows == kPanel && cols == kPanel) {
+  if (beta == 0.f && !bias && !residual && rows == kPanel && cols == kPanel) {
     const int64_t stride = ldc * int64_t(sizeof(float));
     _tile_stored(0, c, stride);
     _tile_stored(1, c + kRows, stride);
@@ -235,6 +238,8 @@ TRI_AMX void block(const uint16_t* a_panel, const uint16_t* b_pair, int64_t k_ti
       float* out = c + i * ldc + h * kRows;
       __m512 v = _mm512_load_ps(sums[(i / kRows) * 2 + h] + (i % kRows) * kRows);
       if (beta != 0.f) v = _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(in, out), v);
+      if (bias) v = _mm512_add_ps(_mm512_maskz_loadu_ps(in, bias + h * kRows), v);
+      if (residual) v = _mm512_add_ps(_mm512_maskz_loadu_ps(in, residual + i * ldc + h * kRows), v);
       _mm512_mask_storeu_ps(out, in, v);
     }
 }
@@ -249,6 +254,7 @@ struct Call {
   float beta;
   float* c;
   int64_t ldc;
+  GemmAdd add;
   int64_t k_tiles, n_tiles, panels, group, groups;
 };
 
@@ -269,8 +275,10 @@ TRI_AMX void run_groups(const Call& g, Share share) {
     for (int64_t j = 0; j < g.n_tiles; j += 2)
       for (int64_t q = 0; q < count; ++q) {
         const int64_t row = (first_panel + q) * kPanel;
-        block(ap + q * panel_size, g.b_packed + j * g.k_tiles * kTile, g.k_tiles, g.beta,
-              g.c + row * g.ldc + j * kRows, g.ldc, std::min(kPanel, g.m - row), std::min(kPanel, g.n - j * kRows));
+        const int64_t at = row * g.ldc + j * kRows;
+        block(ap + q * panel_size, g.b_packed + j * g.k_tiles * kTile, g.k_tiles, g.beta, g.c + at, g.ldc,
+              std::min(kPanel, g.m - row), std::min(kPanel, g.n - j * kRows),
+              g.add.bias ? g.add.bias + j * kRows : nullptr, g.add.residual ? g.add.residual + at : nullptr);
       }
   }
   _tile_release();
@@ -291,9 +299,9 @@ bool amx_usable() {
 }
 
 void gemm_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc, GemmAdd add) {
   if (!amx_usable()) throw Error("gemm_amx: this CPU or process has no AMX tiles (see amx_usable)");
-  Call g{m, n, k, a, lda, nullptr, nullptr, beta, c, ldc, 0, 0, 0, 0, 0};
+  Call g{m, n, k, a, lda, nullptr, nullptr, beta, c, ldc, add, 0, 0, 0, 0, 0};
   g.k_tiles = (k + kDepth - 1) / kDepth;
   g.n_tiles = (n + kPanel - 1) / kPanel * 2;  // even: blocks take two
   g.panels = (m + kPanel - 1) / kPanel;

@@ -14,8 +14,15 @@ namespace tri {
 // CPU without AMX (oneDNN's), for side-by-side timings and that machine's bits.
 bool amx_usable();
 
-// Row-major, as sgemm (runtime.hpp); alpha 1.
+// What a linear layer adds to its product while C is stored (either may be null): a bias per
+// column, and a residual laid out as C (C's leading dimension).
+struct GemmAdd {
+  const float* bias = nullptr;
+  const float* residual = nullptr;
+};
+
+// Row-major, as sgemm (runtime.hpp); alpha 1. C = residual + (bias + (op(A) op(B) + beta C)).
 void gemm_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc, GemmAdd add = {});
 
 }  // namespace tri

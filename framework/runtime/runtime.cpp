@@ -1,5 +1,6 @@
 #include "framework/runtime/runtime.hpp"
 #include "framework/system/distributed.hpp"
+#include "framework/runtime/gemm_amx.hpp"
 #include "framework/runtime/gemm_bf16.hpp"
 #include "framework/runtime/gemm_mkl.hpp"
 
@@ -271,6 +272,30 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
     return;
   }
   sgemm_on(g_backend, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void sgemm_add(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, const float* bias, const float* residual, float* c) {
+  const bool fused = (bias || residual) && m > 0 && n > 0 && k > 0 &&
+                     g_precision.load(std::memory_order_relaxed) == Precision::bf16 && amx_usable();
+  if (fused) {
+    add_flops(2 * m * n * k);
+    gemm_amx(false, trans_b, m, n, k, a, lda, b, ldb, 0.f, c, n, GemmAdd{bias, residual});
+    return;
+  }
+  float beta = 0.f;
+  if (bias) {
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) c[r * n + j] = bias[j];
+    beta = 1.f;
+  }
+  sgemm(false, trans_b, m, n, k, 1.f, a, lda, b, ldb, beta, c, n);
+  if (residual) {  // residual + y, as add(residual, y) computes it
+    const int64_t count = m * n;
+#pragma omp parallel for simd schedule(static) if (count > 65536)
+    for (int64_t i = 0; i < count; ++i) c[i] = residual[i] + c[i];
+  }
 }
 
 RuntimeInfo runtime_info() {

@@ -59,6 +59,12 @@ struct RuntimeInfo {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
            int64_t ldc);
+// A linear layer's C [m, n] = residual + (bias + A op(B)), bias a row added to every row and
+// residual laid out as C (either may be null): C filled with the bias and summed into at beta 1,
+// then residual + C, on the selected backend and precision. With bf16 on AMX tiles both are
+// added while each block of C is stored: the same bits, C written once.
+void sgemm_add(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, const float* bias, const float* residual, float* c);
 // The same call on a named backend (benchmarks and tests compare them).
 void sgemm_on(GemmBackend be, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,

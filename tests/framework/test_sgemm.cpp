@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
@@ -106,7 +107,11 @@ TEST_CASE("sgemm under --precision bf16: float32 sums of the bf16-rounded inputs
   };
   // Both kernels, whichever sgemm routes to here: AMX tiles, and oneDNN's (the one without AMX).
   std::vector<std::pair<std::string, Gemm>> kernels = {{"sgemm", routed}, {"onednn", gemm_bf16_onednn}};
-  if (amx_usable()) kernels.push_back({"amx", gemm_amx});
+  if (amx_usable())
+    kernels.push_back({"amx", [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                         gemm_amx(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+                       }});
   const Case cases[] = {{false, false, 37, 29, 53, 0}, {false, true, 64, 48, 130, 3},  {true, false, 33, 70, 64, 5},
                         {true, true, 17, 19, 600, 2},   {false, true, 256, 386, 64, 0}, {true, false, 386, 64, 512, 1}};
   for (const auto& [name, gemm] : kernels)
@@ -143,4 +148,52 @@ TEST_CASE("bf16 GEMM inside a parallel region: each thread's call is its own, at
     worst[i] = error_in_bounds(routed, cases[i % 2], 0.f, [](float x) { return double(bf16_value(bf16_bits(x))); });
   set_gemm_precision(Precision::fp32);
   for (double w : worst) CHECK(w <= 2.0);  // the bound of the test above
+}
+
+TEST_CASE("sgemm_add: a linear layer's bias and residual, bit for bit as filling C, summing at beta 1, adding") {
+  std::vector<Precision> precisions = {Precision::fp32};
+  if (bf16_unavailable_reason().empty()) precisions.push_back(Precision::bf16);
+  struct Shape3 {
+    bool tb;
+    int64_t m, n, k;
+  };
+  // Edges in both directions (37 x 29), full blocks, and a width that is not a multiple of 32.
+  const Shape3 shapes[] = {{true, 37, 29, 53}, {false, 64, 48, 130}, {true, 256, 386, 64}, {true, 300, 128, 128}};
+  for (const Precision p : precisions)
+    for (const Shape3& s : shapes)
+      for (const int with : {0, 1, 2, 3}) {  // bit 0: bias, bit 1: residual
+        CAPTURE(precision_name(p));
+        CAPTURE(s.m);
+        CAPTURE(s.n);
+        CAPTURE(s.k);
+        CAPTURE(with);
+        Rng rng(uint64_t(s.m * 7 + s.n * 3 + s.k + with));
+        auto filled = [&](int64_t count) {
+          std::vector<float> v(static_cast<size_t>(count));
+          for (float& x : v) x = float(2 * rng.uniform() - 1);
+          return v;
+        };
+        const std::vector<float> a = filled(s.m * s.k), b = filled(s.k * s.n), bias = filled(s.n),
+                                 residual = filled(s.m * s.n);
+        const float* bias_p = (with & 1) ? bias.data() : nullptr;
+        const float* residual_p = (with & 2) ? residual.data() : nullptr;
+        const int64_t ldb = s.tb ? s.k : s.n;
+        set_gemm_precision(p);
+        std::vector<float> expected(size_t(s.m * s.n), 0.f), got(size_t(s.m * s.n), 7.f);
+        if (bias_p)
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) expected[size_t(i * s.n + j)] = bias[size_t(j)];
+        sgemm(false, s.tb, s.m, s.n, s.k, 1.f, a.data(), s.k, b.data(), ldb, bias_p ? 1.f : 0.f, expected.data(), s.n);
+        if (residual_p)
+          for (size_t i = 0; i < expected.size(); ++i) expected[i] = residual[i] + expected[i];
+        sgemm_add(s.tb, s.m, s.n, s.k, a.data(), s.k, b.data(), ldb, bias_p, residual_p, got.data());
+        set_gemm_precision(Precision::fp32);
+        CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+        if (p == Precision::bf16 && amx_usable()) {  // the kernel's own epilogue, called directly
+          std::vector<float> direct(size_t(s.m * s.n), 7.f);
+          gemm_amx(false, s.tb, s.m, s.n, s.k, a.data(), s.k, b.data(), ldb, 0.f, direct.data(), s.n,
+                   GemmAdd{bias_p, residual_p});
+          CHECK(std::memcmp(direct.data(), expected.data(), direct.size() * sizeof(float)) == 0);
+        }
+      }
 }
